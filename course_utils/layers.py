@@ -1,0 +1,101 @@
+"""LayerNorm, the position-wise feed-forward network, and the pre-LN decoder block."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from course_utils.attention import MultiHeadAttention
+
+
+class LayerNorm(nn.Module):
+    """Normalise each token's vector to zero mean and unit variance, then scale and shift.
+
+    ``y = (x - mean) / sqrt(var + eps) * weight + bias`` over the last axis, with the
+    *biased* variance (divide by C, not C - 1) and ``eps`` inside the square root, as
+    ``nn.LayerNorm`` does (Ba et al. 2016; used in Vaswani et al. 2017, §3.1).
+
+    Shapes: ``(..., C)`` -> ``(..., C)``.
+
+    Raises:
+        ValueError: the last axis of x is not ``normalized_shape``.
+    """
+
+    def __init__(self, normalized_shape: int, eps: float = 1e-5):
+        super().__init__()
+        self.normalized_shape, self.eps = normalized_shape, eps
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(normalized_shape))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.normalized_shape:
+            raise ValueError(
+                f"LayerNorm expects a last axis of size {self.normalized_shape}, "
+                f"got shape {tuple(x.shape)}"
+            )
+        variance, mean = torch.var_mean(x, dim=-1, keepdim=True, unbiased=False)  # biased: / C
+        return (x - mean) * torch.rsqrt(variance + self.eps) * self.weight + self.bias
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network (§3.3): ``W2 act(W1 x + b1) + b2``.
+
+    It acts on each token's hidden vector on its own, with the same weights at every
+    position; it never sees attention scores or other tokens.
+
+    Args:
+        d_model: C.
+        d_ff: hidden width, 4 * C in the paper (2048 for C = 512).
+        dropout: dropout on the output (training only).
+        activation: ``"gelu"`` (GPT) or ``"relu"`` (the paper).
+
+    Shapes: ``(B, T, C)`` -> ``(B, T, d_ff)`` -> ``(B, T, C)``.
+
+    Raises:
+        ValueError: unknown activation.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "gelu"):
+        super().__init__()
+        activations = {"gelu": nn.GELU, "relu": nn.ReLU}
+        if activation not in activations:
+            raise ValueError(f"activation must be one of {sorted(activations)}, got {activation!r}")
+        self.up = nn.Linear(d_model, d_ff)
+        self.activation = activations[activation]()
+        self.down = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.down(self.activation(self.up(x))))  # (B,T,C)->(B,T,d_ff)->(B,T,C)
+
+
+class DecoderBlock(nn.Module):
+    """A pre-LN decoder block (GPT-2 ordering; Xiong et al. 2020).
+
+    ``x = x + attention(ln_1(x))`` with a causal mask, then ``x = x + ffn(ln_2(x))``.
+    The paper (§3.1) normalises *after* each residual addition (post-LN); normalising
+    before keeps a clean residual path and trains without warm-up tricks.
+
+    Shapes: ``(B, T, C)`` -> ``(B, T, C)``.
+
+    Raises:
+        ValueError: from :class:`MultiHeadAttention` (d_model not divisible by n_heads, bad x).
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, bias: bool = True
+    ):
+        super().__init__()
+        self.ln_1 = LayerNorm(d_model)
+        self.attention = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        self.ln_2 = LayerNorm(d_model)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout=dropout)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+    ) -> torch.Tensor:
+        x = x + self.attention(self.ln_1(x), mask=mask, is_causal=True, need_weights=need_weights)
+        return x + self.feed_forward(self.ln_2(x))

@@ -1,0 +1,164 @@
+"""TinyDecoder: a decoder-only Transformer language model (GPT-style, pre-LN)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils.config import ModelConfig
+from course_utils.embedding import TokenEmbedding, check_token_ids
+from course_utils.layers import DecoderBlock, LayerNorm
+from course_utils.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+
+
+class TinyDecoder(nn.Module):
+    """Token embedding -> positions -> n_layers pre-LN blocks -> final LayerNorm -> LM head.
+
+    The LM head shares its matrix with the token embedding (weight tying, §3.4), so
+    ``logits = h @ W_embed^T``. Weights start from N(0, 0.02); the projections that write
+    into the residual stream start smaller, by 1/sqrt(2 * n_layers) (GPT-2), so the loss
+    at initialisation is close to ln(vocab_size).
+
+    Args:
+        config: a :class:`course_utils.config.ModelConfig`.
+
+    Shapes:
+        ids ``(B, T)`` int64 with ``T <= block_size`` -> logits ``(B, T, vocab_size)``.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.token_embedding = TokenEmbedding(config.vocab_size, config.d_model)
+        if config.positional == "sinusoidal":
+            self.position = SinusoidalPositionalEncoding(config.block_size, config.d_model)
+        else:
+            self.position = LearnedPositionalEmbedding(config.block_size, config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(
+            DecoderBlock(config.d_model, config.n_heads, config.d_ff, config.dropout)
+            for _ in range(config.n_layers)
+        )
+        self.final_norm = LayerNorm(config.d_model)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head.weight = self.token_embedding.weight  # weight tying
+        self.apply(self._init_weights)
+        residual_std = 0.02 / math.sqrt(2 * config.n_layers)
+        for block in self.blocks:
+            nn.init.normal_(block.attention.w_o.weight, mean=0.0, std=residual_std)
+            nn.init.normal_(block.feed_forward.down.weight, mean=0.0, std=residual_std)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+    def num_parameters(self) -> int:
+        """Number of trainable values (the tied matrix counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(
+        self,
+        ids: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Compute next-token logits and, given targets, the mean cross-entropy loss.
+
+        Args:
+            ids: ``(B, T)`` int64 token ids, ``T <= block_size``.
+            targets: optional ``(B, T)`` int64, the next token at each position.
+            need_weights: use the explicit attention path and keep each block's weights
+                in ``block.attention.attention_weights`` ``(B, h, T, T)``.
+
+        Returns:
+            ``(logits, loss)``: logits ``(B, T, V)`` (unnormalised scores, not
+            probabilities); loss is a scalar in nats, or None without targets.
+
+        Raises:
+            ValueError: ids not 2-D, ``T > block_size``, ids outside ``[0, V)``, or targets
+                of a different shape.
+            TypeError: non-integer ids.
+        """
+        if not isinstance(ids, torch.Tensor) or ids.ndim != 2:
+            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+            raise ValueError(f"ids must be a (B, T) tensor, got {shape}; add a batch axis with ids[None]")
+        if ids.shape[1] > self.config.block_size:
+            raise ValueError(
+                f"input length T={ids.shape[1]} exceeds block_size={self.config.block_size}; "
+                f"keep only the last {self.config.block_size} tokens: ids[:, -block_size:]"
+            )
+        check_token_ids(ids, self.config.vocab_size)
+        x = self.dropout(self.position(self.token_embedding(ids)))  # (B, T) -> (B, T, C)
+        for block in self.blocks:
+            x = block(x, need_weights=need_weights)  # (B, T, C) -> (B, T, C)
+        logits = self.lm_head(self.final_norm(x))  # (B, T, C) -> (B, T, V)
+        if targets is None:
+            return logits, None
+        if targets.shape != ids.shape:
+            raise ValueError(
+                f"targets must have the shape of ids {tuple(ids.shape)}, got {tuple(targets.shape)}"
+            )
+        check_token_ids(targets, self.config.vocab_size)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())  # over B*T tokens
+        return logits, loss
+
+    @torch.no_grad()
+    def generate(
+        self,
+        ids: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        greedy: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Append ``max_new_tokens`` tokens, one at a time, feeding each back in.
+
+        Args:
+            ids: ``(B, T0)`` int64 prompt.
+            max_new_tokens: number of tokens to add.
+            temperature: divide logits by this before softmax; > 0 (lower = safer picks).
+            top_k: sample only among the k most likely tokens, ``1 <= k <= vocab_size``.
+            greedy: always take the most likely token (ignores temperature and top_k).
+            generator: random generator for sampling (on the model's device).
+
+        Returns:
+            ``(B, T0 + max_new_tokens)`` int64. Only the last ``block_size`` tokens are
+            used as context at each step.
+
+        Raises:
+            ValueError: non-positive temperature, top_k outside ``[1, vocab_size]``,
+                negative max_new_tokens, or bad ids.
+        """
+        if temperature <= 0:
+            raise ValueError(
+                f"temperature must be > 0, got {temperature}; for the most likely token use greedy=True"
+            )
+        if top_k is not None and not 1 <= top_k <= self.config.vocab_size:
+            raise ValueError(f"top_k must be in [1, vocab_size={self.config.vocab_size}], got {top_k}")
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        was_training = self.training
+        self.eval()
+        for _ in range(max_new_tokens):
+            context = ids[:, -self.config.block_size :]  # crop to the context length
+            logits, _ = self(context)
+            logits = logits[:, -1, :].float()  # (B, V): scores for the next token only
+            if greedy:
+                next_id = logits.argmax(dim=-1, keepdim=True)
+            else:
+                logits = logits / temperature
+                if top_k is not None:
+                    kth_largest = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+                    logits = logits.masked_fill(logits < kth_largest, float("-inf"))
+                probabilities = torch.softmax(logits, dim=-1)
+                next_id = torch.multinomial(probabilities, 1, generator=generator)
+            ids = torch.cat([ids, next_id], dim=1)  # (B, T) -> (B, T + 1)
+        self.train(was_training)
+        return ids

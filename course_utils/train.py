@@ -1,0 +1,69 @@
+"""Command-line training of the tiny decoder on Shakespeare, character level.
+
+Usage: ``python -m course_utils.train --config baby`` (or ``make train CONFIG=baby``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from course_utils.config import PRESETS, get_config
+from course_utils.data import load_shakespeare, train_val_split
+from course_utils.device import describe_device, get_device, seed_everything
+from course_utils.model import TinyDecoder
+from course_utils.tokenization import CharTokenizer
+from course_utils.training import train
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="baby", help=f"one of {sorted(PRESETS)}")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    parser.add_argument("--max-iters", type=int, default=None, help="override the preset")
+    parser.add_argument("--checkpoint", default=None, help="where to save (default: checkpoints/CONFIG.pt)")
+    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    parser.add_argument("--samples", type=int, default=300, help="characters to sample at the end")
+    args = parser.parse_args(argv)
+
+    wall_start = time.perf_counter()
+    text = load_shakespeare()
+    tokenizer = CharTokenizer.from_text(text)
+    data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+    train_data, val_data = train_val_split(data, 0.1)
+    overrides = {} if args.max_iters is None else {"max_iters": args.max_iters}
+    model_config, train_config = get_config(args.config, tokenizer.vocab_size, **overrides)
+    device = get_device(args.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    seed_everything(train_config.seed)
+    model = TinyDecoder(model_config).to(device)
+    print(f"config {args.config}: {model_config}")
+    print(f"device {describe_device(device)}; {model.num_parameters():,} parameters; "
+          f"{len(train_data):,} train / {len(val_data):,} val characters")
+    checkpoint = args.checkpoint or f"checkpoints/{args.config}.pt"
+    history = train(model, train_data, val_data, train_config, device, checkpoint, resume=args.resume)
+    for step, train_loss, val_loss in zip(history.step, history.train_loss, history.val_loss):
+        print(f"step {step:5d}: train {train_loss:.4f}, val {val_loss:.4f}")
+    prompt = torch.tensor([tokenizer.encode("\n")], device=device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    sample = model.generate(prompt, args.samples, temperature=0.8, top_k=20, generator=generator)
+    print("--- sample ---\n" + tokenizer.decode(sample[0].tolist()) + "\n--------------")
+    summary = {
+        "config": args.config,
+        "final_val_loss": history.val_loss[-1],
+        "train_seconds": history.seconds,
+        "wall_seconds": time.perf_counter() - wall_start,
+        "tokens_per_second": history.tokens_per_second,
+    }
+    print(f"final val loss {summary['final_val_loss']:.4f} nats/char; "
+          f"training {summary['train_seconds']:.1f} s ({summary['tokens_per_second']:,.0f} tokens/s), "
+          f"wall {summary['wall_seconds']:.1f} s; checkpoint {checkpoint}")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
