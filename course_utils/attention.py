@@ -44,9 +44,13 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
         ValueError: ``x`` is not 4-D.
     """
     if x.ndim != 4:
-        raise ValueError(f"expected x of shape (B, h, T, d_k), got {x.ndim}-D shape {tuple(x.shape)}")
+        raise ValueError(
+            f"expected x of shape (B, h, T, d_k), got {x.ndim}-D shape {tuple(x.shape)}"
+        )
     batch, heads, time, head_dim = x.shape
-    return x.transpose(1, 2).contiguous().view(batch, time, heads * head_dim)  # (B,h,T,d_k)->(B,T,C)
+    return (
+        x.transpose(1, 2).contiguous().view(batch, time, heads * head_dim)
+    )  # (B,h,T,d_k)->(B,T,C)
 
 
 def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -65,7 +69,9 @@ def padding_mask(lengths: torch.Tensor | list[int], size: int) -> torch.Tensor:
     """
     lengths = torch.as_tensor(lengths)
     if lengths.ndim != 1 or (lengths < 0).any() or (lengths > size).any():
-        raise ValueError(f"lengths must be a 1-D list of values in [0, {size}], got {lengths.tolist()}")
+        raise ValueError(
+            f"lengths must be a 1-D list of values in [0, {size}], got {lengths.tolist()}"
+        )
     return (torch.arange(size, device=lengths.device) < lengths[:, None])[:, None, None, :]
 
 

@@ -107,21 +107,42 @@ PRESETS: dict[str, dict[str, dict]] = {
     # Notebook 12 on a 2-core CPU: about a minute of training.
     "cpu": {
         "model": dict(block_size=64, d_model=128, n_heads=4, n_layers=4, dropout=0.0),
-        "train": dict(batch_size=12, max_iters=1200, learning_rate=1e-3, min_lr=1e-4,
-                      warmup_iters=100, eval_interval=300, eval_iters=20),
+        "train": dict(
+            batch_size=12,
+            max_iters=1200,
+            learning_rate=1e-3,
+            min_lr=1e-4,
+            warmup_iters=100,
+            eval_interval=300,
+            eval_iters=20,
+        ),
     },
     # The well-known CPU "baby GPT" settings.
     "baby": {
         "model": dict(block_size=64, d_model=128, n_heads=4, n_layers=4, dropout=0.0),
-        "train": dict(batch_size=12, max_iters=2000, learning_rate=1e-3, min_lr=1e-4,
-                      warmup_iters=100, eval_interval=500, eval_iters=20),
+        "train": dict(
+            batch_size=12,
+            max_iters=2000,
+            learning_rate=1e-3,
+            min_lr=1e-4,
+            warmup_iters=100,
+            eval_interval=500,
+            eval_iters=20,
+        ),
     },
-    # One modern GPU: about 10.8 M parameters, bf16 autocast.
+    # One modern GPU: about 10.7 M parameters, bf16 autocast.
     "gpu": {
         "model": dict(block_size=256, d_model=384, n_heads=6, n_layers=6, dropout=0.2),
-        "train": dict(batch_size=64, max_iters=5000, learning_rate=1e-3, min_lr=1e-4,
-                      warmup_iters=100, eval_interval=500, eval_iters=100,
-                      autocast_dtype="bfloat16"),
+        "train": dict(
+            batch_size=64,
+            max_iters=5000,
+            learning_rate=1e-3,
+            min_lr=1e-4,
+            warmup_iters=100,
+            eval_interval=500,
+            eval_iters=100,
+            autocast_dtype="bfloat16",
+        ),
     },
 }
 

@@ -18,9 +18,10 @@ class TinyDecoder(nn.Module):
     """Token embedding -> positions -> n_layers pre-LN blocks -> final LayerNorm -> LM head.
 
     The LM head shares its matrix with the token embedding (weight tying, §3.4), so
-    ``logits = h @ W_embed^T``. Weights start from N(0, 0.02); the projections that write
-    into the residual stream start smaller, by 1/sqrt(2 * n_layers) (GPT-2), so the loss
-    at initialisation is close to ln(vocab_size).
+    ``logits = h @ W_embed^T``. Weights start from N(0, 0.02), so the initial logits are
+    small and the loss at initialisation is close to ln(vocab_size) (every token about
+    equally likely). The projections that write into the residual stream start smaller, by
+    1/sqrt(2 * n_layers), so the stream's variance does not grow with depth (GPT-2, §2.3).
 
     Args:
         config: a :class:`course_utils.config.ModelConfig`.
@@ -87,7 +88,9 @@ class TinyDecoder(nn.Module):
         """
         if not isinstance(ids, torch.Tensor) or ids.ndim != 2:
             shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-            raise ValueError(f"ids must be a (B, T) tensor, got {shape}; add a batch axis with ids[None]")
+            raise ValueError(
+                f"ids must be a (B, T) tensor, got {shape}; add a batch axis with ids[None]"
+            )
         if ids.shape[1] > self.config.block_size:
             raise ValueError(
                 f"input length T={ids.shape[1]} exceeds block_size={self.config.block_size}; "
@@ -138,10 +141,13 @@ class TinyDecoder(nn.Module):
         """
         if temperature <= 0:
             raise ValueError(
-                f"temperature must be > 0, got {temperature}; for the most likely token use greedy=True"
+                f"temperature must be > 0, got {temperature}; "
+                "for the most likely token use greedy=True"
             )
         if top_k is not None and not 1 <= top_k <= self.config.vocab_size:
-            raise ValueError(f"top_k must be in [1, vocab_size={self.config.vocab_size}], got {top_k}")
+            raise ValueError(
+                f"top_k must be in [1, vocab_size={self.config.vocab_size}], got {top_k}"
+            )
         if max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
         was_training = self.training

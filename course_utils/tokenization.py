@@ -30,12 +30,16 @@ class CharTokenizer:
     def __init__(self, vocab: Sequence[str]):
         vocab = list(vocab)
         if not vocab:
-            raise ValueError("vocab is empty; build it from text with CharTokenizer.from_text(text)")
+            raise ValueError(
+                "vocab is empty; build it from text with CharTokenizer.from_text(text)"
+            )
         bad = [c for c in vocab if not (isinstance(c, str) and len(c) == 1)]
         if bad:
             raise ValueError(f"every vocab item must be one character, got {bad[:5]!r}")
         if len(set(vocab)) != len(vocab):
-            raise ValueError(f"vocab has duplicates: {len(vocab)} items, {len(set(vocab))} distinct")
+            raise ValueError(
+                f"vocab has duplicates: {len(vocab)} items, {len(set(vocab))} distinct"
+            )
         self.vocab = vocab
         self.char_to_id = {c: i for i, c in enumerate(vocab)}
 

@@ -23,7 +23,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--config", default="baby", help=f"one of {sorted(PRESETS)}")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     parser.add_argument("--max-iters", type=int, default=None, help="override the preset")
-    parser.add_argument("--checkpoint", default=None, help="where to save (default: checkpoints/CONFIG.pt)")
+    parser.add_argument(
+        "--checkpoint", default=None, help="where to save (default: checkpoints/CONFIG.pt)"
+    )
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
     parser.add_argument("--samples", type=int, default=300, help="characters to sample at the end")
     args = parser.parse_args(argv)
@@ -42,10 +44,14 @@ def main(argv: list[str] | None = None) -> dict:
     seed_everything(train_config.seed)
     model = TinyDecoder(model_config).to(device)
     print(f"config {args.config}: {model_config}")
-    print(f"device {describe_device(device)}; {model.num_parameters():,} parameters; "
-          f"{len(train_data):,} train / {len(val_data):,} val characters")
+    print(
+        f"device {describe_device(device)}; {model.num_parameters():,} parameters; "
+        f"{len(train_data):,} train / {len(val_data):,} val characters"
+    )
     checkpoint = args.checkpoint or f"checkpoints/{args.config}.pt"
-    history = train(model, train_data, val_data, train_config, device, checkpoint, resume=args.resume)
+    history = train(
+        model, train_data, val_data, train_config, device, checkpoint, resume=args.resume
+    )
     for step, train_loss, val_loss in zip(history.step, history.train_loss, history.val_loss):
         print(f"step {step:5d}: train {train_loss:.4f}, val {val_loss:.4f}")
     prompt = torch.tensor([tokenizer.encode("\n")], device=device)
@@ -59,9 +65,12 @@ def main(argv: list[str] | None = None) -> dict:
         "wall_seconds": time.perf_counter() - wall_start,
         "tokens_per_second": history.tokens_per_second,
     }
-    print(f"final val loss {summary['final_val_loss']:.4f} nats/char; "
-          f"training {summary['train_seconds']:.1f} s ({summary['tokens_per_second']:,.0f} tokens/s), "
-          f"wall {summary['wall_seconds']:.1f} s; checkpoint {checkpoint}")
+    print(
+        f"final val loss {summary['final_val_loss']:.4f} nats/char; "
+        f"training {summary['train_seconds']:.1f} s "
+        f"({summary['tokens_per_second']:,.0f} tokens/s), "
+        f"wall {summary['wall_seconds']:.1f} s; checkpoint {checkpoint}"
+    )
     return summary
 
 

@@ -52,9 +52,7 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.A
         {"params": decay, "weight_decay": config.weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(
-        groups, lr=config.learning_rate, betas=(0.9, config.beta2), fused=True
-    )
+    return torch.optim.AdamW(groups, lr=config.learning_rate, betas=(0.9, config.beta2), fused=True)
 
 
 def autocast_context(device: torch.device, config: TrainConfig):
@@ -135,6 +133,8 @@ def train(
         history = History(**state["history"])
         batch_generator.set_state(state["rng"]["batch_generator"])
         torch.set_rng_state(state["rng"]["torch"])
+        if state["rng"].get("cuda") and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])  # dropout on the GPU
     stop = config.max_iters if max_steps is None else min(max_steps, config.max_iters)
     splits = {"train": train_data, "val": val_data}
     tokens_per_step = config.batch_size * model.config.block_size
@@ -144,7 +144,9 @@ def train(
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate_at(step, config)
-        x, y = get_batch(train_data, model.config.block_size, config.batch_size, batch_generator, device)
+        x, y = get_batch(
+            train_data, model.config.block_size, config.batch_size, batch_generator, device
+        )
         with autocast_context(device, config):
             _, loss = model(x, y)
         optimizer.zero_grad(set_to_none=True)
@@ -164,7 +166,9 @@ def train(
             if checkpoint_path is not None:
                 history.seconds += time.perf_counter() - started
                 started = time.perf_counter()
-                save_checkpoint(checkpoint_path, model, optimizer, done, config, history, batch_generator)
+                save_checkpoint(
+                    checkpoint_path, model, optimizer, done, config, history, batch_generator
+                )
     bar.close()
     history.seconds += time.perf_counter() - started
     return history
@@ -195,6 +199,7 @@ def save_checkpoint(
         "history": asdict(history) if history is not None else None,
         "rng": {
             "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "batch_generator": batch_generator.get_state() if batch_generator is not None else None,
         },
     }
@@ -215,7 +220,9 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer | None = None,
     map_location: torch.device | str = "cpu",
 ) -> dict:
-    """Read a checkpoint written by :func:`save_checkpoint` (``weights_only=True``: no pickled code).
+    """Read a checkpoint written by :func:`save_checkpoint`.
+
+    It is loaded with ``weights_only=True``: tensors and plain data, never pickled code.
 
     Args:
         path: the checkpoint file.
@@ -238,7 +245,9 @@ def load_checkpoint(
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as error:  # torch raises several types for a damaged file
-        raise ValueError(f"{path} is not a readable checkpoint ({type(error).__name__}: {error})") from error
+        raise ValueError(
+            f"{path} is not a readable checkpoint ({type(error).__name__}: {error})"
+        ) from error
     if not isinstance(state, dict) or "model" not in state or "model_config" not in state:
         raise ValueError(f"{path} is not a checkpoint written by save_checkpoint (keys missing)")
     if model is not None:
@@ -246,7 +255,9 @@ def load_checkpoint(
         saved = state["model_config"]
         differing = {k: (saved.get(k), v) for k, v in expected.items() if saved.get(k) != v}
         if differing:
-            details = ", ".join(f"{k}: checkpoint {a!r} vs model {b!r}" for k, (a, b) in differing.items())
+            details = ", ".join(
+                f"{k}: checkpoint {a!r} vs model {b!r}" for k, (a, b) in differing.items()
+            )
             raise ValueError(
                 f"checkpoint {path} was written for a different model config ({details}); "
                 f"build the model with ModelConfig(**checkpoint['model_config'])"
@@ -257,8 +268,10 @@ def load_checkpoint(
     return state
 
 
-def model_from_checkpoint(path: str | Path, map_location: torch.device | str = "cpu") -> TinyDecoder:
-    """Rebuild a :class:`TinyDecoder` from the config stored in a checkpoint and load its weights."""
+def model_from_checkpoint(
+    path: str | Path, map_location: torch.device | str = "cpu"
+) -> TinyDecoder:
+    """Rebuild a :class:`TinyDecoder` from a checkpoint's stored config and load its weights."""
     state = load_checkpoint(path, map_location=map_location)
     model = TinyDecoder(ModelConfig(**state["model_config"]))
     model.load_state_dict(state["model"])

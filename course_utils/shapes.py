@@ -1,0 +1,89 @@
+"""A shape tracer: run a model once and list every submodule's output shape, via forward hooks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class ShapeRecord:
+    """One submodule call: its qualified name, class, and input/output shapes."""
+
+    name: str
+    kind: str
+    input_shape: tuple[int, ...] | None
+    output_shape: tuple[int, ...] | None
+
+
+def _first_shape(value) -> tuple[int, ...] | None:
+    if isinstance(value, torch.Tensor):
+        return tuple(value.shape)
+    if isinstance(value, (tuple, list)):
+        for item in value:
+            shape = _first_shape(item)
+            if shape is not None:
+                return shape
+    return None
+
+
+def trace_shapes(
+    model: nn.Module, *args, max_depth: int | None = None, **kwargs
+) -> list[ShapeRecord]:
+    """Call ``model(*args, **kwargs)`` once and record each submodule's shapes, in call order.
+
+    Args:
+        model: any ``nn.Module``.
+        max_depth: record only modules at most this many dots deep (``blocks.0.attention``
+            is depth 2); None records all.
+
+    Returns:
+        A list of :class:`ShapeRecord`, in the order the submodules finished.
+    """
+    records: list[ShapeRecord] = []
+    handles = []
+    for name, module in model.named_modules():
+        if not name or (max_depth is not None and name.count(".") > max_depth):
+            continue
+
+        def hook(module, inputs, output, name=name):
+            records.append(
+                ShapeRecord(name, type(module).__name__, _first_shape(inputs), _first_shape(output))
+            )
+
+        handles.append(module.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            model(*args, **kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return records
+
+
+def format_shape_table(records: list[ShapeRecord]) -> str:
+    """The records as an aligned text table: name, class, input shape, output shape."""
+    rows = [("module", "type", "input shape", "output shape")]
+    rows += [(r.name, r.kind, str(r.input_shape), str(r.output_shape)) for r in records]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def named_shape(value: torch.Tensor | tuple[int, ...], axes: str) -> str:
+    """A shape with its axis names, e.g. ``named_shape(scores, "B h T_q T_k")`` ->
+    ``"(B=2, h=3, T_q=6, T_k=6)"``.
+
+    Raises:
+        ValueError: the number of names differs from the tensor's rank.
+    """
+    shape = tuple(value.shape) if isinstance(value, torch.Tensor) else tuple(value)
+    names = axes.split()
+    if len(names) != len(shape):
+        raise ValueError(f"{len(names)} axis names {names} for a {len(shape)}-D shape {shape}")
+    return "(" + ", ".join(f"{n}={s}" for n, s in zip(names, shape)) + ")"

@@ -1,0 +1,195 @@
+"""Figures: a font with Chinese glyphs, attention heatmaps, loss curves, the decoder diagram."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib import font_manager
+
+CJK_FONT_HINT = "pip install pylopdf-fonts-zh-cn"
+# System fonts with CJK glyphs, tried when the pip package is missing (macOS, Windows, Debian).
+_SYSTEM_CJK_FONTS = (
+    "/System/Library/Fonts/PingFang.ttc",
+    "C:/Windows/Fonts/msyh.ttc",
+    "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
+)
+
+
+def find_cjk_font() -> Path:
+    """Path of a font file with Chinese glyphs: Noto Sans SC from ``pylopdf-fonts-zh-cn``,
+    else a known system font.
+
+    Raises:
+        FileNotFoundError: no such font is installed; the message says what to install.
+    """
+    try:
+        path = Path(str(resources.files("pylopdf_fonts_zh_cn") / "NotoSansSC-Regular.otf"))
+        if path.is_file():
+            return path
+    except ModuleNotFoundError:
+        pass
+    for candidate in _SYSTEM_CJK_FONTS:
+        if Path(candidate).is_file():
+            return Path(candidate)
+    raise FileNotFoundError(
+        "no font with Chinese glyphs found (matplotlib's default font has none, so Chinese "
+        f"labels would show as boxes); install one with `{CJK_FONT_HINT}` (or run `make setup`)"
+    )
+
+
+def use_course_style() -> None:
+    """Register the CJK font and set the course's plot defaults. Safe to call repeatedly.
+
+    Latin text keeps matplotlib's DejaVu Sans; glyphs it lacks (Chinese) fall back to the
+    CJK font, so labels such as 北京 render instead of "Glyph missing" boxes.
+
+    Raises:
+        FileNotFoundError: from :func:`find_cjk_font`.
+    """
+    path = find_cjk_font()
+    font_manager.fontManager.addfont(str(path))
+    family = font_manager.FontProperties(fname=str(path)).get_name()
+    # Explicit names, not the generic "sans-serif": only a list of named families gives
+    # matplotlib a per-glyph fallback chain.
+    plt.rcParams["font.family"] = ["DejaVu Sans", family]
+    plt.rcParams["figure.dpi"] = 100
+    plt.rcParams["axes.titleweight"] = "bold"
+
+
+def _as_labels(tokens: Sequence[str]) -> list[str]:
+    # Make whitespace visible: a heatmap label " " or "\n" would be unreadable.
+    return [repr(t)[1:-1] if t.isspace() or not t else t for t in tokens]
+
+
+def plot_attention(
+    weights: torch.Tensor,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str] | None = None,
+    title: str = "Attention weights",
+    ax: plt.Axes | None = None,
+    colorbar: bool = True,
+) -> plt.Axes:
+    """Heatmap of one head's attention weights, both axes labelled with tokens.
+
+    Args:
+        weights: ``(T_q, T_k)``; row i is how query i spreads its attention over the keys.
+        query_tokens: T_q labels (rows). key_tokens: T_k labels (columns), default the same.
+
+    Raises:
+        ValueError: ``weights`` is not 2-D or the label counts do not match its shape.
+    """
+    key_tokens = query_tokens if key_tokens is None else key_tokens
+    weights = torch.as_tensor(weights).detach().float().cpu()
+    if weights.ndim != 2 or weights.shape != (len(query_tokens), len(key_tokens)):
+        raise ValueError(
+            f"weights must be (T_q, T_k) = ({len(query_tokens)}, {len(key_tokens)}) to match the "
+            f"labels, got {tuple(weights.shape)}"
+        )
+    ax = ax or plt.subplots(figsize=(4.5, 4))[1]
+    image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+    ax.set_xticks(range(len(key_tokens)), _as_labels(key_tokens), rotation=90)
+    ax.set_yticks(range(len(query_tokens)), _as_labels(query_tokens))
+    ax.set_xlabel("key position (attended to)")
+    ax.set_ylabel("query position (attending)")
+    ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="weight")
+    return ax
+
+
+def plot_attention_heads(
+    weights: torch.Tensor, tokens: Sequence[str], title: str = "Attention per head"
+) -> plt.Figure:
+    """One heatmap per head, side by side. ``weights``: ``(h, T, T)``.
+
+    Raises:
+        ValueError: ``weights`` is not 3-D.
+    """
+    if weights.ndim != 3:
+        raise ValueError(f"weights must be (h, T, T), got shape {tuple(weights.shape)}")
+    heads = weights.shape[0]
+    fig, axes = plt.subplots(1, heads, figsize=(3.3 * heads, 3.6), squeeze=False)
+    for head, ax in enumerate(axes[0]):
+        plot_attention(weights[head], tokens, title=f"head {head}", ax=ax, colorbar=False)
+        if head:
+            ax.set_ylabel("")
+    fig.suptitle(title, fontweight="bold")
+    fig.tight_layout()
+    return fig
+
+
+def plot_loss_curves(
+    history, title: str = "Training and validation loss", bar: float | None = None
+):
+    """Per-step training loss (faint), evaluated train/val loss (lines), optional target bar.
+
+    Args:
+        history: a :class:`course_utils.training.History`.
+        bar: draw a horizontal line at this loss (nats per token).
+    """
+    fig, ax = plt.subplots(figsize=(7, 4))
+    steps = range(1, len(history.batch_loss) + 1)
+    ax.plot(steps, history.batch_loss, color="0.75", linewidth=0.8, label="batch loss")
+    ax.plot(history.step, history.train_loss, "o-", label="train (evaluated)")
+    ax.plot(history.step, history.val_loss, "s-", label="validation")
+    if bar is not None:
+        ax.axhline(bar, color="crimson", linestyle="--", linewidth=1, label=f"target {bar}")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("cross-entropy (nats per token)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def draw_decoder_diagram(
+    stages: Sequence[tuple[str, str]],
+    title: str = "Decoder-only Transformer",
+    repeat_label: str = "× n_layers",
+):
+    """A top-to-bottom flow chart: one box per stage, labelled with its tensor's shape.
+
+    Args:
+        stages: ``(name, shape text)`` pairs in data-flow order. Names starting with ``"  "``
+            are drawn indented, inside the repeated block.
+    """
+    height = 0.62 * len(stages) + 0.8
+    fig, ax = plt.subplots(figsize=(7.5, height))
+    ax.set_xlim(0, 10)
+    ax.set_ylim(-len(stages), 1)
+    ax.axis("off")
+    inner = [i for i, (name, _) in enumerate(stages) if name.startswith("  ")]
+    if inner:
+        top, bottom = min(inner), max(inner)
+        ax.add_patch(
+            plt.Rectangle(
+                (0.3, -bottom - 0.45),
+                9.4,
+                bottom - top + 0.9,
+                fill=True,
+                facecolor="#eef3fb",
+                edgecolor="#4a6fa5",
+                linestyle="--",
+            )
+        )
+        ax.text(9.6, -top + 0.3, repeat_label, ha="right", va="center", color="#4a6fa5", fontsize=9)
+    for i, (name, shape) in enumerate(stages):
+        x = 1.2 if name.startswith("  ") else 0.6
+        ax.add_patch(plt.Rectangle((x, -i - 0.3), 4.6, 0.6, facecolor="white", edgecolor="0.3"))
+        ax.text(x + 0.15, -i, name.strip(), va="center", fontsize=10)
+        ax.text(6.2, -i, shape, va="center", fontsize=10, family="monospace")
+        if i + 1 < len(stages):
+            ax.annotate(
+                "",
+                xy=(x + 2.3, -i - 0.7),
+                xytext=(x + 2.3, -i - 0.3),
+                arrowprops=dict(arrowstyle="->", color="0.3"),
+            )
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig

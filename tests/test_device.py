@@ -1,0 +1,61 @@
+"""Device choice and seeding."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from course_utils.device import describe_device, get_device, seed_everything
+
+
+def test_auto_picks_an_available_device():
+    """Reference: torch.cuda.is_available(); CUDA wins whenever it is present."""
+    device = get_device("auto")
+    assert device.type in ("cpu", "cuda", "mps")
+    if torch.cuda.is_available():
+        assert device.type == "cuda"
+    torch.zeros(1, device=device)  # the chosen device really works
+
+
+def test_cpu_is_always_available():
+    assert get_device("cpu") == torch.device("cpu")
+    assert describe_device(torch.device("cpu")).startswith("cpu: ")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_requesting_missing_cuda_is_a_clear_error():
+    with pytest.raises(RuntimeError, match=r"device 'cuda' was requested but is not available"):
+        get_device("cuda")
+
+
+def test_unknown_device_name():
+    with pytest.raises(ValueError, match=r"unknown device 'tpu'; expected one of \('auto', 'cpu'"):
+        get_device("tpu")
+
+
+def test_seed_everything_makes_random_draws_reproducible():
+    """Reference: the same seed twice gives identical draws from torch, NumPy and random."""
+    generator = seed_everything(123)
+    first = (torch.randn(5), np.random.rand(3), random.random(), torch.rand(2, generator=generator))
+    generator = seed_everything(123)
+    second = (
+        torch.randn(5),
+        np.random.rand(3),
+        random.random(),
+        torch.rand(2, generator=generator),
+    )
+    assert torch.equal(first[0], second[0])
+    assert np.array_equal(first[1], second[1])
+    assert first[2] == second[2]
+    assert torch.equal(first[3], second[3])
+    seed_everything(124)
+    assert not torch.equal(torch.randn(5), first[0])
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "7"])
+def test_seed_must_be_a_non_negative_int(seed):
+    with pytest.raises(ValueError, match=rf"seed must be a non-negative int, got {seed!r}"):
+        seed_everything(seed)

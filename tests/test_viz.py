@@ -1,0 +1,66 @@
+"""Figures: Chinese labels render with a real font, and plotting helpers check their inputs."""
+
+import warnings
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from course_utils import viz  # noqa: E402
+from course_utils.training import History  # noqa: E402
+
+
+def _draw_with_label(label: str) -> list[str]:
+    """Render a figure whose tick label is `label`; return the glyph warnings raised."""
+    fig, ax = plt.subplots()
+    ax.set_title(label)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.canvas.draw()
+    plt.close(fig)
+    return [str(w.message) for w in caught if "missing from font" in str(w.message)]
+
+
+def test_chinese_labels_render_after_use_course_style():
+    plt.rcdefaults()
+    # Without the course style, the default font has no CJK glyphs: the check can fail.
+    assert _draw_with_label("我爱北京天安门"), "expected 'Glyph missing' warnings by default"
+    viz.use_course_style()
+    assert _draw_with_label("我爱北京天安门") == []
+    plt.rcdefaults()
+
+
+def test_missing_cjk_font_says_what_to_install(monkeypatch, tmp_path):
+    def no_package(name):
+        raise ModuleNotFoundError(name)
+
+    monkeypatch.setattr(viz.resources, "files", no_package)
+    monkeypatch.setattr(viz, "_SYSTEM_CJK_FONTS", (str(tmp_path / "absent.ttc"),))
+    with pytest.raises(FileNotFoundError, match="pip install pylopdf-fonts-zh-cn"):
+        viz.find_cjk_font()
+
+
+def test_plot_attention_labels_and_shape_check():
+    weights = torch.softmax(torch.randn(3, 4), dim=-1)
+    ax = viz.plot_attention(weights, ["我", "爱", "你"], ["a", " ", "\n", "d"])
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["我", "爱", "你"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", " ", "\\n", "d"]
+    plt.close("all")
+    with pytest.raises(ValueError, match=r"\(3, 3\).*\(3, 4\)"):
+        viz.plot_attention(weights, ["a", "b", "c"])
+
+
+def test_plot_attention_heads_and_loss_curves_build_figures():
+    fig = viz.plot_attention_heads(torch.softmax(torch.randn(2, 3, 3), -1), list("abc"))
+    assert len(fig.axes) == 2
+    history = History(step=[1, 2], train_loss=[3.0, 2.0], val_loss=[3.1, 2.2], batch_loss=[3, 2])
+    fig = viz.plot_loss_curves(history, bar=2.1)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert labels == ["batch loss", "train (evaluated)", "validation", "target 2.1"]
+    plt.close("all")
+    with pytest.raises(ValueError, match=r"\(h, T, T\)"):
+        viz.plot_attention_heads(torch.zeros(3, 3), list("abc"))
