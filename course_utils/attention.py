@@ -8,6 +8,7 @@ Masks in this module are boolean and follow ``F.scaled_dot_product_attention``:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -229,3 +230,43 @@ class MultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}"
+
+
+def position_influence(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """How strongly each output position depends on each input position, from gradients.
+
+    Entry ``[t, s]`` is ``sum |d out[b, t, ...] / d x[b', s, ...]|`` over the batch and the
+    feature axes: zero exactly when no input at position ``s`` can change the output at
+    position ``t``. A causal model (§3.2.3: "prevent leftward information flow in the
+    decoder") has ``influence[t, s] == 0`` for every ``s > t``.
+
+    Args:
+        fn: maps ``x`` to an output whose first two axes are ``(B, T_out)``, e.g. a
+            :class:`MultiHeadAttention` or a decoder block ``(B, T, C) -> (B, T, C)``.
+            Put the module in ``eval()`` mode first: dropout would make the result random.
+        x: float input ``(B, T_in, ...)``.
+
+    Returns:
+        ``(T_out, T_in)`` float tensor of non-negative values.
+
+    Raises:
+        TypeError: ``x`` is not a float tensor.
+        ValueError: ``x`` or the output has fewer than 2 axes, or the output's batch size
+            differs from the input's.
+    """
+    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
+        found = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"x must be a float tensor (B, T, ...), got {found}")
+    if x.ndim < 2:
+        raise ValueError(f"x must have at least 2 axes (B, T, ...), got shape {tuple(x.shape)}")
+    x = x.detach()
+    out = fn(x)
+    if out.ndim < 2 or out.shape[0] != x.shape[0]:
+        raise ValueError(
+            f"fn must return (B={x.shape[0]}, T_out, ...), got shape {tuple(out.shape)} "
+            f"for x of shape {tuple(x.shape)}"
+        )
+    jacobian = torch.autograd.functional.jacobian(fn, x)  # out.shape + x.shape
+    batch, t_out, t_in = out.shape[0], out.shape[1], x.shape[1]
+    jacobian = jacobian.abs().reshape(batch, t_out, out[0, 0].numel(), batch, t_in, x[0, 0].numel())
+    return jacobian.sum(dim=(0, 2, 3, 5))  # (B, T_out, ., B, T_in, .) -> (T_out, T_in)

@@ -99,3 +99,27 @@ class DecoderBlock(nn.Module):
     ) -> torch.Tensor:
         x = x + self.attention(self.ln_1(x), mask=mask, is_causal=True, need_weights=need_weights)
         return x + self.feed_forward(self.ln_2(x))
+
+
+class PostLNDecoderBlock(DecoderBlock):
+    """The paper's post-LN ordering (§3.1): ``LayerNorm(x + Sublayer(x))``, with a causal mask.
+
+    ``x = ln_1(x + attention(x))``, then ``x = ln_2(x + ffn(x))``. Same submodules and
+    parameter names as :class:`DecoderBlock` (so ``load_state_dict`` moves weights between
+    the two); only the order differs. Every output token is normalised, so the residual
+    stream cannot grow with depth, but the gradient reaching earlier blocks has to pass
+    through every LayerNorm instead of a clean identity path, which is why post-LN
+    Transformers need learning-rate warm-up (Xiong et al. 2020).
+
+    Shapes: ``(B, T, C)`` -> ``(B, T, C)``.
+
+    Raises:
+        ValueError: from :class:`MultiHeadAttention` (d_model not divisible by n_heads, bad x).
+    """
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+    ) -> torch.Tensor:
+        attended = self.attention(x, mask=mask, is_causal=True, need_weights=need_weights)
+        x = self.ln_1(x + attended)  # normalise after the residual addition
+        return self.ln_2(x + self.feed_forward(x))

@@ -1,4 +1,5 @@
-"""Positional information: sinusoidal encoding (Vaswani et al. 2017, §3.5) and a learned table."""
+"""Positional information: sinusoidal encoding (Vaswani et al. 2017, §3.5), a learned table,
+and rotary position embedding (RoPE; Su et al. 2021, RoFormer, §3.4)."""
 
 from __future__ import annotations
 
@@ -91,3 +92,117 @@ class LearnedPositionalEmbedding(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_positions(x, self.max_len, self.d_model)
         return x + self.weight[: x.shape[1]]
+
+
+def pe_shift_matrix(
+    k: int | float, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
+    """The matrix ``M(k)`` with ``PE[pos + k] = M(k) @ PE[pos]`` for every ``pos`` (§3.5).
+
+    The paper chose sinusoids because "for any fixed offset k, PE_{pos+k} can be represented
+    as a linear function of PE_pos". ``M(k)`` is block-diagonal: one 2x2 rotation per
+    (sin, cos) pair ``i``, by the angle ``k * w_i`` with ``w_i = base^(-2i/d_model)``.
+    From ``sin(a+b) = sin a cos b + cos a sin b`` and ``cos(a+b) = cos a cos b - sin a sin b``,
+    the block is ``[[cos b, sin b], [-sin b, cos b]]``. It depends on ``k`` only, not on ``pos``.
+
+    Args:
+        k: the offset (may be negative).
+        d_model: width C; must be even.
+        base: 10000 in the paper.
+        dtype: float dtype of the result.
+
+    Returns:
+        Tensor of shape ``(d_model, d_model)``. For row vectors (a table ``(T, C)``), use
+        ``table @ M(k).T``.
+
+    Raises:
+        ValueError: ``d_model`` is odd or not positive.
+    """
+    if d_model <= 0 or d_model % 2:
+        raise ValueError(f"d_model must be positive and even for sin/cos pairs, got {d_model}")
+    pair = torch.arange(d_model // 2, dtype=torch.float64)
+    angle = k * base ** (-2.0 * pair / d_model)  # (C/2,)
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    m = torch.zeros(d_model, d_model, dtype=torch.float64)
+    index = torch.arange(0, d_model, 2)
+    m[index, index] = cos
+    m[index, index + 1] = sin
+    m[index + 1, index] = -sin
+    m[index + 1, index + 1] = cos
+    return m.to(dtype)
+
+
+def apply_rotary_embedding(
+    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
+) -> torch.Tensor:
+    """Rotary position embedding (RoPE): rotate each channel pair by its position's angle.
+
+    Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary Position Embedding", §3.4
+    (Eq. 34): instead of *adding* a position vector to the token, RoPE *rotates* the
+    queries and keys. Channels ``(2i, 2i+1)`` of the vector at position ``m`` are rotated by
+    the angle ``m * theta_i`` with ``theta_i = base^(-2i/d)``::
+
+        y[2i]   = x[2i] * cos(m theta_i) - x[2i+1] * sin(m theta_i)
+        y[2i+1] = x[2i] * sin(m theta_i) + x[2i+1] * cos(m theta_i)
+
+    i.e. the complex number ``x[2i] + j x[2i+1]`` times ``exp(j m theta_i)``. Because
+    ``R(m)^T R(n) = R(n - m)``, the score ``<R(m) q, R(n) k>`` depends on q, k and the offset
+    ``n - m`` only: attention sees *relative* positions. Rotations keep norms. Apply it to q
+    and k after splitting heads and before the scores; never to v, and nothing is added to x.
+
+    Pairs are interleaved (channels 0-1, 2-3, ...) as in the paper. Some libraries (GPT-NeoX,
+    Hugging Face's LLaMA) pair channel ``i`` with ``i + d/2`` instead ("rotate_half"); that is
+    the same rotation up to a fixed permutation of the channels, but the two layouts do not
+    give the same numbers on the same weights.
+
+    Args:
+        x: float tensor ``(..., T, d)``, e.g. ``(B, h, T, d_k)`` or ``(T, d)``; ``d`` even.
+        positions: the position of each of the T vectors; default ``0 .. T-1``. Any integer
+            or float tensor broadcastable to ``x.shape[:-1]``, e.g. ``(T,)`` or ``(B, 1, T)``.
+        base: 10000 in the paper.
+
+    Returns:
+        Tensor of the same shape and dtype as ``x``. (Angles are computed in float64, in
+        float32 on Apple's MPS, which has no float64.)
+
+    Raises:
+        TypeError: ``x`` is not a float tensor, or ``positions`` is not a real-number tensor.
+        ValueError: ``x`` has fewer than 2 dimensions, ``d`` is odd, or ``positions`` does not
+            broadcast to ``x.shape[:-1]``.
+    """
+    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
+        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"x must be a float tensor (..., T, d), got {got}")
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape (..., T, d), got {tuple(x.shape)}")
+    length, d = x.shape[-2], x.shape[-1]
+    if d % 2:
+        raise ValueError(
+            f"the last dimension d must be even (RoPE rotates channel pairs), got d={d} "
+            f"in shape {tuple(x.shape)}"
+        )
+    compute = torch.float32 if x.device.type == "mps" else torch.float64
+    if positions is None:
+        positions = torch.arange(length, device=x.device, dtype=compute)
+    else:
+        if not isinstance(positions, torch.Tensor):
+            positions = torch.as_tensor(positions)
+        if positions.dtype.is_complex or positions.dtype == torch.bool:
+            raise TypeError(f"positions must be integer or float, got dtype {positions.dtype}")
+        try:
+            fits = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"positions of shape {tuple(positions.shape)} do not broadcast to "
+                f"x.shape[:-1] = {tuple(x.shape[:-1])}; pass one position per vector, e.g. (T,)"
+            )
+        positions = positions.to(device=x.device, dtype=compute)
+    pair = torch.arange(d // 2, device=x.device, dtype=compute)
+    theta = base ** (-2.0 * pair / d)  # (d/2,)
+    angle = positions[..., None] * theta  # (..., T, d/2)
+    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d) -> two (..., T, d/2)
+    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
+    return rotated.flatten(-2)  # (..., T, d/2, 2) -> (..., T, d), pairs interleaved again

@@ -63,10 +63,25 @@ def trace_shapes(
     return records
 
 
-def format_shape_table(records: list[ShapeRecord]) -> str:
-    """The records as an aligned text table: name, class, input shape, output shape."""
+def format_shape_table(records: list[ShapeRecord], axis_names: dict[str, int] | None = None) -> str:
+    """The records as an aligned text table: name, class, input shape, output shape.
+
+    Args:
+        records: from :func:`trace_shapes`.
+        axis_names: optional ``{name: size}``, e.g. ``{"B": 2, "T": 6, "C": 24}``; each shape
+            is then written with its axis names, ``(B=2, T=6, C=24)``, as by :func:`name_axes`.
+
+    Raises:
+        ValueError: from :func:`name_axes` (two names share a size).
+    """
+
+    def show(shape: tuple[int, ...] | None) -> str:
+        if shape is None or axis_names is None:
+            return str(shape)
+        return name_axes(shape, axis_names)
+
     rows = [("module", "type", "input shape", "output shape")]
-    rows += [(r.name, r.kind, str(r.input_shape), str(r.output_shape)) for r in records]
+    rows += [(r.name, r.kind, show(r.input_shape), show(r.output_shape)) for r in records]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
@@ -87,3 +102,26 @@ def named_shape(value: torch.Tensor | tuple[int, ...], axes: str) -> str:
     if len(names) != len(shape):
         raise ValueError(f"{len(names)} axis names {names} for a {len(shape)}-D shape {shape}")
     return "(" + ", ".join(f"{n}={s}" for n, s in zip(names, shape)) + ")"
+
+
+def name_axes(shape: torch.Tensor | tuple[int, ...], axis_names: dict[str, int]) -> str:
+    """A shape with each axis named by its size, e.g. ``(2, 6, 24)`` with
+    ``{"B": 2, "T": 6, "C": 24}`` -> ``"(B=2, T=6, C=24)"``.
+
+    This works only because the running example gives every axis its own size; a size with
+    no name is written as a bare number.
+
+    Raises:
+        ValueError: two names share a size (the shape would be ambiguous).
+    """
+    by_size: dict[int, str] = {}
+    for name, size in axis_names.items():
+        if size in by_size:
+            raise ValueError(
+                f"axes {by_size[size]!r} and {name!r} both have size {size}; naming axes by "
+                "size needs every size to be different"
+            )
+        by_size[size] = name
+    shape = tuple(shape.shape) if isinstance(shape, torch.Tensor) else tuple(shape)
+    parts = [f"{by_size[s]}={s}" if s in by_size else str(s) for s in shape]
+    return "(" + ", ".join(parts) + ")"

@@ -67,13 +67,14 @@ def estimate_loss(
     model: TinyDecoder,
     splits: dict[str, torch.Tensor],
     config: TrainConfig,
-    device: torch.device,
+    device: torch.device | str = "cpu",
 ) -> dict[str, float]:
     """Mean loss over ``config.eval_iters`` batches of each split, in eval mode.
 
     The batches are drawn from a generator seeded with ``config.seed``, so every
     evaluation sees the same windows and the curve is not noisier than the model.
     """
+    device = torch.device(device)
     was_training = model.training
     model.eval()
     result = {}

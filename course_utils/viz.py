@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -41,6 +42,17 @@ def find_cjk_font() -> Path:
     )
 
 
+class _NoBoldFallbackNotice(logging.Filter):
+    """Drop matplotlib's notice that the CJK font has no bold face (it then uses regular,
+    which is what we want); every other font message still shows."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Failed to find font weight" not in record.getMessage()
+
+
+_FONT_FILTER = _NoBoldFallbackNotice()
+
+
 def use_course_style() -> None:
     """Register the CJK font and set the course's plot defaults. Safe to call repeatedly.
 
@@ -57,7 +69,7 @@ def use_course_style() -> None:
     # matplotlib a per-glyph fallback chain.
     plt.rcParams["font.family"] = ["DejaVu Sans", family]
     plt.rcParams["figure.dpi"] = 100
-    plt.rcParams["axes.titleweight"] = "bold"
+    logging.getLogger("matplotlib.font_manager").addFilter(_FONT_FILTER)  # idempotent
 
 
 def _as_labels(tokens: Sequence[str]) -> list[str]:
@@ -112,13 +124,15 @@ def plot_attention_heads(
     if weights.ndim != 3:
         raise ValueError(f"weights must be (h, T, T), got shape {tuple(weights.shape)}")
     heads = weights.shape[0]
-    fig, axes = plt.subplots(1, heads, figsize=(3.3 * heads, 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, heads, figsize=(3.3 * heads + 0.6, 3.6), squeeze=False)
     for head, ax in enumerate(axes[0]):
         plot_attention(weights[head], tokens, title=f"head {head}", ax=ax, colorbar=False)
         if head:
             ax.set_ylabel("")
-    fig.suptitle(title, fontweight="bold")
+    fig.suptitle(title)
     fig.tight_layout()
+    # One shared scale: every panel uses the same 0..1 colour range.
+    fig.colorbar(axes[0][-1].images[0], ax=list(axes[0]), fraction=0.02, pad=0.02, label="weight")
     return fig
 
 

@@ -28,8 +28,15 @@ def test_trace_of_the_decoder_matches_the_config():
     assert records["blocks.1.feed_forward.up"].output_shape == (2, 6, 40)
     assert records["lm_head"].output_shape == (2, 6, 11)
     shallow = trace_shapes(model, torch.zeros(2, 6, dtype=torch.long), max_depth=1)
-    assert [r.name for r in shallow] == ["token_embedding", "position", "dropout", "blocks.0",
-                                         "blocks.1", "final_norm", "lm_head"]
+    assert [r.name for r in shallow] == [
+        "token_embedding",
+        "position",
+        "dropout",
+        "blocks.0",
+        "blocks.1",
+        "final_norm",
+        "lm_head",
+    ]
     table = format_shape_table(list(records.values()))
     assert "lm_head" in table and "(2, 6, 11)" in table
 

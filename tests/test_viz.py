@@ -56,7 +56,8 @@ def test_plot_attention_labels_and_shape_check():
 
 def test_plot_attention_heads_and_loss_curves_build_figures():
     fig = viz.plot_attention_heads(torch.softmax(torch.randn(2, 3, 3), -1), list("abc"))
-    assert len(fig.axes) == 2
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["head 0", "head 1"]
+    assert fig.axes[2].get_ylabel() == "weight", "one shared colour bar"
     history = History(step=[1, 2], train_loss=[3.0, 2.0], val_loss=[3.1, 2.2], batch_loss=[3, 2])
     fig = viz.plot_loss_curves(history, bar=2.1)
     labels = fig.axes[0].get_legend_handles_labels()[1]

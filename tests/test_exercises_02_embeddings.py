@@ -1,0 +1,81 @@
+"""Checkers of notebook 02: each accepts the right answer and rejects typical wrong ones."""
+
+from __future__ import annotations
+
+import math
+
+import torch.nn.functional as F
+
+from course_utils.exercises import check_one_hot_lookup, check_scaled_embedding
+
+
+def test_one_hot_lookup_accepts_the_product(capsys):
+    def right(ids, weight):
+        return F.one_hot(ids, num_classes=weight.shape[0]).to(weight.dtype) @ weight
+
+    assert check_one_hot_lookup(right) is True
+    assert "✅ embedding lookup as one_hot @ W: correct" in capsys.readouterr().out
+
+
+def test_one_hot_lookup_rejects_a_missing_num_classes(capsys):
+    def wrong(ids, weight):  # one_hot infers V from the largest id: one column short
+        return F.one_hot(ids).float() @ weight
+
+    assert check_one_hot_lookup(wrong) is False
+    out = capsys.readouterr().out
+    assert "❌" in out and "raised RuntimeError" in out
+
+
+def test_one_hot_lookup_rejects_integer_one_hot(capsys):
+    def wrong(ids, weight):  # int64 one-hot @ float32 table: matmul refuses mixed dtypes
+        return F.one_hot(ids, weight.shape[0]) @ weight
+
+    assert check_one_hot_lookup(wrong) is False
+    assert "raised RuntimeError" in capsys.readouterr().out
+
+
+def test_one_hot_lookup_rejects_the_wrong_rows(capsys):
+    def wrong(ids, weight):  # an off-by-one: the row of the next id
+        return F.one_hot((ids + 1) % weight.shape[0], weight.shape[0]).float() @ weight
+
+    assert check_one_hot_lookup(wrong) is False
+    assert "differs by up to" in capsys.readouterr().out
+
+
+def test_one_hot_lookup_reports_an_unfinished_stub(capsys):
+    def stub(ids, weight):
+        raise NotImplementedError  # your code here
+
+    assert check_one_hot_lookup(stub) is False
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+def test_scaled_embedding_accepts_the_paper_scale(capsys):
+    assert check_scaled_embedding(lambda ids, w: w[ids] * math.sqrt(w.shape[1])) is True
+    assert "✅ scaled token embedding: correct" in capsys.readouterr().out
+
+
+def test_scaled_embedding_rejects_no_scale(capsys):
+    assert check_scaled_embedding(lambda ids, w: w[ids]) is False
+    assert "looks unscaled" in capsys.readouterr().out
+
+
+def test_scaled_embedding_rejects_scaling_twice(capsys):
+    assert check_scaled_embedding(lambda ids, w: w[ids] * w.shape[1]) is False
+    assert "applied twice" in capsys.readouterr().out
+
+
+def test_scaled_embedding_rejects_the_vocabulary_scale(capsys):
+    assert check_scaled_embedding(lambda ids, w: w[ids] * math.sqrt(w.shape[0])) is False
+    assert "sqrt(vocab_size)" in capsys.readouterr().out
+
+
+def test_scaled_embedding_rejects_a_hard_coded_d_model(capsys):
+    assert check_scaled_embedding(lambda ids, w: w[ids] * math.sqrt(24)) is False
+    out = capsys.readouterr().out
+    assert "❌ scaled token embedding: scaled embedding differs by up to" in out
+
+
+def test_scaled_embedding_rejects_a_wrong_shape(capsys):
+    assert check_scaled_embedding(lambda ids, w: (w * math.sqrt(w.shape[1]))[ids[0]]) is False
+    assert "has shape (5, 7), expected (2, 5, 7)" in capsys.readouterr().out

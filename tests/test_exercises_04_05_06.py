@@ -1,0 +1,200 @@
+"""The checkers of notebooks 04 (Q, K, V and heads), 05 (scores and scaling) and 06 (masking):
+each accepts the right answer and rejects typical wrong ones with a message that says why."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from course_utils.exercises import (
+    check_causal_mask,
+    check_head_queries,
+    check_masked_softmax,
+    check_padding_mask,
+    check_scaled_scores,
+    check_softmax_jacobian,
+    check_split_heads,
+)
+
+
+def verdict(checker, answer, capsys) -> tuple[bool, str]:
+    result = checker(answer)
+    return result, capsys.readouterr().out
+
+
+def not_implemented(*args):
+    raise NotImplementedError
+
+
+# --- notebook 04 ------------------------------------------------------------------------------
+
+
+def split_heads_right(x, n_heads):
+    batch, time, channels = x.shape
+    return x.view(batch, time, n_heads, channels // n_heads).transpose(1, 2)
+
+
+def test_split_heads_accepts_view_then_transpose(capsys):
+    assert verdict(check_split_heads, split_heads_right, capsys) == (
+        True,
+        "✅ split_heads: correct\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (lambda x, h: x.view(x.shape[0], h, x.shape[1], -1), "equals x.view(B, h, T, d_k)"),
+        (lambda x, h: x.view(x.shape[0], x.shape[1], h, -1), "has shape (2, 6, 3, 8)"),
+        (lambda x, h: x.reshape(x.shape[0], h, -1, x.shape[1]).transpose(-2, -1), "differs"),
+        (not_implemented, "not implemented yet"),
+    ],
+)
+def test_split_heads_rejects(wrong, message, capsys):
+    result, out = verdict(check_split_heads, wrong, capsys)
+    assert result is False and out.startswith("❌ split_heads") and message in out
+
+
+def head_queries_right(x, w_q, head, n_heads):
+    d_k = w_q.shape[1] // n_heads
+    return x @ w_q[:, head * d_k : (head + 1) * d_k]
+
+
+def test_head_queries_accepts_the_column_block(capsys):
+    assert verdict(check_head_queries, head_queries_right, capsys)[0] is True
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        # rows instead of columns: (d_k, C) cannot multiply (B, T, C)
+        (lambda x, w, i, h: x @ w[i * 8 : (i + 1) * 8], "raised RuntimeError"),
+        # the full projection viewed without the transpose
+        (
+            lambda x, w, i, h: (x @ w).view(x.shape[0], h, x.shape[1], -1)[:, i],
+            "head=0, n_heads=3) with C=24 differs by up to",
+        ),
+        # always head 0
+        (lambda x, w, i, h: head_queries_right(x, w, 0, h), "head=1"),
+    ],
+)
+def test_head_queries_rejects(wrong, message, capsys):
+    result, out = verdict(check_head_queries, wrong, capsys)
+    assert result is False and out.startswith("❌ head_queries") and message in out
+
+
+# --- notebook 05 ------------------------------------------------------------------------------
+
+
+def test_scaled_scores_accepts_eq_1(capsys):
+    def right(q, k):
+        return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+
+    assert verdict(check_scaled_scores, right, capsys) == (True, "✅ scaled_scores: correct\n")
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (lambda q, k: q @ k.transpose(-2, -1), "without the 1/sqrt(d_k) scale"),
+        (lambda q, k: q @ k.transpose(-2, -1) / q.shape[-1], "divides by d_k = 8"),
+        (lambda q, k: q.transpose(-2, -1) @ k / 8**0.5, "raised RuntimeError"),
+        (lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(q.shape[-2]), "differs by up to"),
+    ],
+)
+def test_scaled_scores_rejects(wrong, message, capsys):
+    result, out = verdict(check_scaled_scores, wrong, capsys)
+    assert result is False and out.startswith("❌ scaled_scores") and message in out
+
+
+def test_softmax_jacobian_accepts_the_closed_form(capsys):
+    def right(p):
+        return torch.diag(p) - torch.outer(p, p)
+
+    assert verdict(check_softmax_jacobian, right, capsys)[0] is True
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        torch.diag,  # the i != j terms forgotten
+        lambda p: torch.outer(p, p) - torch.diag(p),  # sign flipped
+        lambda p: torch.eye(len(p)) - torch.outer(p, p),  # delta_ij instead of p_i delta_ij
+    ],
+)
+def test_softmax_jacobian_rejects(wrong, capsys):
+    result, out = verdict(check_softmax_jacobian, wrong, capsys)
+    assert result is False and "softmax_jacobian(p of length 5) differs by up to" in out
+
+
+# --- notebook 06 ------------------------------------------------------------------------------
+
+
+def test_causal_mask_accepts_the_lower_triangle(capsys):
+    def right(size):
+        return torch.ones(size, size, dtype=torch.bool).tril()
+
+    assert verdict(check_causal_mask, right, capsys) == (True, "✅ causal_mask: correct\n")
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (lambda n: torch.ones(n, n, dtype=torch.bool).triu(), "upper triangle"),
+        (lambda n: torch.ones(n, n).tril(), "dtype torch.float32, expected torch.bool"),
+        (lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1), "first at index (0, 0)"),
+    ],
+)
+def test_causal_mask_rejects(wrong, message, capsys):
+    result, out = verdict(check_causal_mask, wrong, capsys)
+    assert result is False and message in out
+
+
+def test_padding_mask_accepts_b11t(capsys):
+    def right(lengths, size):
+        return (torch.arange(size) < torch.tensor(lengths)[:, None])[:, None, None, :]
+
+    assert verdict(check_padding_mask, right, capsys)[0] is True
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (lambda lengths, n: torch.arange(n) < torch.tensor(lengths)[:, None], "(B, 1, 1, T)"),
+        (
+            lambda lengths, n: (torch.arange(n) <= torch.tensor(lengths)[:, None])[:, None, None],
+            "first at index (1, 0, 0, 4)",
+        ),
+        (
+            lambda lengths, n: (torch.arange(n) >= torch.tensor(lengths)[:, None])[:, None, None],
+            "differs at",
+        ),
+    ],
+)
+def test_padding_mask_rejects(wrong, message, capsys):
+    result, out = verdict(check_padding_mask, wrong, capsys)
+    assert result is False and message in out
+
+
+def test_masked_softmax_accepts_zero_rows(capsys):
+    def right(scores, mask):
+        weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+        return weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+
+    assert verdict(check_masked_softmax, right, capsys) == (True, "✅ masked_softmax: correct\n")
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), -1), "NaN"),
+        (lambda s, m: torch.softmax(s.masked_fill(~m, -1e9), -1), "uniform"),
+        (lambda s, m: torch.softmax(s, -1) * m, "differs by up to"),
+        (lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), -2), "NaN"),
+    ],
+)
+def test_masked_softmax_rejects(wrong, message, capsys):
+    result, out = verdict(check_masked_softmax, wrong, capsys)
+    assert result is False and out.startswith("❌ masked_softmax") and message in out

@@ -1,0 +1,171 @@
+"""Checkers of notebooks 07 (softmax and weighted values) and 08 (concat and W_o): each accepts
+the right answer and rejects the typical wrong ones with a message that says what differs."""
+
+import math
+
+import torch
+
+from course_utils.exercises import (
+    check_attention_output,
+    check_merge_heads,
+    check_multi_head_attention,
+    check_stable_softmax,
+)
+
+# --- notebook 07 -------------------------------------------------------------------------
+
+
+def stable_softmax(scores, temperature=1.0):
+    z = scores / temperature
+    e = (z - z.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def test_stable_softmax_accepts_the_right_answer(capsys):
+    assert check_stable_softmax(stable_softmax) is True
+    assert "✅ stable softmax: correct" in capsys.readouterr().out
+
+
+def test_stable_softmax_rejects_the_naive_softmax_that_overflows(capsys):
+    def naive(scores, temperature=1.0):
+        e = (scores / temperature).exp()
+        return e / e.sum(dim=-1, keepdim=True)
+
+    assert check_stable_softmax(naive) is False
+    out = capsys.readouterr().out
+    assert "❌ stable softmax" in out and "NaN at (0, 0)" in out and "own maximum" in out
+
+
+def test_stable_softmax_rejects_a_global_maximum(capsys):
+    def global_max(scores, temperature=1.0):
+        z = scores / temperature
+        e = (z - z.max()).exp()  # one maximum for the whole tensor: small rows underflow
+        return e / e.sum(dim=-1, keepdim=True)
+
+    assert check_stable_softmax(global_max) is False
+    assert "NaN at (1, 0)" in capsys.readouterr().out
+
+
+def test_stable_softmax_rejects_the_wrong_axis_and_a_missing_temperature(capsys):
+    assert check_stable_softmax(lambda s, temperature=1.0: stable_softmax(s.mT).mT) is False
+    assert "stable_softmax(scores) differs" in capsys.readouterr().out
+    assert check_stable_softmax(lambda s, temperature=1.0: stable_softmax(s)) is False
+    assert "temperature=0.5) differs" in capsys.readouterr().out
+
+
+def test_stable_softmax_reports_an_unfinished_stub(capsys):
+    def stub(scores, temperature=1.0):
+        raise NotImplementedError
+
+    assert check_stable_softmax(stub) is False
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+def attention(q, k, v):
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    return weights @ v, weights
+
+
+def test_attention_output_accepts_the_right_answer(capsys):
+    assert check_attention_output(attention) is True
+    assert "✅ attention output: correct" in capsys.readouterr().out
+
+
+def test_attention_output_rejects_typical_mistakes(capsys):
+    def no_scale(q, k, v):
+        weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+        return weights @ v, weights
+
+    def query_axis(q, k, v):
+        weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-2)
+        return weights @ v, weights
+
+    def wrong_order(q, k, v):
+        weights = attention(q, k, v)[1]
+        return v @ weights, weights
+
+    def output_only(q, k, v):
+        return attention(q, k, v)[0]
+
+    assert check_attention_output(no_scale) is False
+    assert "weights differs by up to" in capsys.readouterr().out
+    assert check_attention_output(query_axis) is False
+    assert "weights differs by up to" in capsys.readouterr().out
+    assert check_attention_output(wrong_order) is False
+    assert "raised RuntimeError" in capsys.readouterr().out
+    assert check_attention_output(output_only) is False
+    assert "should return a tuple (output, weights)" in capsys.readouterr().out
+
+
+# --- notebook 08 -------------------------------------------------------------------------
+
+
+def merge(x):
+    batch, heads, time, head_dim = x.shape
+    return x.transpose(1, 2).contiguous().view(batch, time, heads * head_dim)
+
+
+def test_merge_heads_accepts_the_right_answer(capsys):
+    assert check_merge_heads(merge) is True
+    assert check_merge_heads(lambda x: x.permute(0, 2, 1, 3).reshape(2, 5, 12)) is True
+    assert capsys.readouterr().out.count("✅ merge heads: correct") == 2
+
+
+def test_merge_heads_rejects_typical_mistakes(capsys):
+    def view_without_transpose(x):
+        batch, heads, time, head_dim = x.shape
+        return x.view(batch, time, heads * head_dim)
+
+    def view_without_contiguous(x):
+        batch, heads, time, head_dim = x.shape
+        return x.transpose(1, 2).view(batch, time, heads * head_dim)
+
+    assert check_merge_heads(view_without_transpose) is False
+    assert "merge_heads(x) differs by up to" in capsys.readouterr().out
+    assert check_merge_heads(view_without_contiguous) is False
+    assert "raised RuntimeError: view size is not compatible" in capsys.readouterr().out
+    assert check_merge_heads(lambda x: x.transpose(1, 2)) is False
+    assert "shape (2, 5, 3, 4), expected (2, 5, 12)" in capsys.readouterr().out
+
+
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, causal=False, merge_fn=merge):
+    batch, time, channels = x.shape
+
+    def split(t):
+        return t.view(batch, time, n_heads, channels // n_heads).transpose(1, 2)
+
+    q, k, v = split(x @ w_q.T), split(x @ w_k.T), split(x @ w_v.T)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(channels // n_heads)
+    if causal:
+        future = torch.ones(time, time, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    return merge_fn(torch.softmax(scores, dim=-1) @ v) @ w_o.T
+
+
+def test_multi_head_attention_accepts_the_right_answer(capsys):
+    assert check_multi_head_attention(multi_head_attention) is True
+    assert "✅ multi-head attention: correct" in capsys.readouterr().out
+
+
+def test_multi_head_attention_rejects_typical_mistakes(capsys):
+    def untransposed_weights(x, w_q, w_k, w_v, w_o, n_heads, causal=False):
+        return multi_head_attention(x, w_q.T, w_k.T, w_v.T, w_o.T, n_heads, causal)
+
+    def no_w_o(x, w_q, w_k, w_v, w_o, n_heads, causal=False):
+        eye = torch.eye(x.shape[-1])
+        return multi_head_attention(x, w_q, w_k, w_v, eye, n_heads, causal)
+
+    def ignores_causal(x, w_q, w_k, w_v, w_o, n_heads, causal=False):
+        return multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads)
+
+    def merge_by_plain_view(x, w_q, w_k, w_v, w_o, n_heads, causal=False):
+        def plain_view(heads):
+            return heads.reshape(x.shape)
+
+        return multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, causal, merge_fn=plain_view)
+
+    for wrong in (untransposed_weights, no_w_o, merge_by_plain_view):
+        assert check_multi_head_attention(wrong) is False
+        assert "output with causal=False differs by up to" in capsys.readouterr().out
+    assert check_multi_head_attention(ignores_causal) is False
+    assert "output with causal=True differs by up to" in capsys.readouterr().out
