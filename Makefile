@@ -32,7 +32,8 @@ course: setup
 	for nb in $(NOTEBOOKS); do \
 		echo "executing $$nb"; \
 		$(EXEC_ENV) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
-			--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 "$$nb" || exit 1; \
+			--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 \
+			--ExecutePreprocessor.record_timing=False "$$nb" || exit 1; \
 	done
 
 train: setup

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_utils.positional import RotaryEmbedding
+
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """Cut the channel axis into heads and move the head axis forward.
@@ -170,6 +172,8 @@ class MultiHeadAttention(nn.Module):
         n_heads: h, number of heads; must divide d_model.
         dropout: dropout on the attention weights and the output (training only).
         bias: use biases in the four projections.
+        rotary_max_len: if given, rotate queries and keys with RoPE
+            (:class:`course_utils.positional.RotaryEmbedding`) for sequences up to this length.
 
     Shapes:
         x ``(B, T, C)`` -> ``(B, T, C)``. ``mask``: bool, broadcastable to ``(B, h, T, T)``.
@@ -179,7 +183,14 @@ class MultiHeadAttention(nn.Module):
         TypeError: a non-bool mask.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        rotary_max_len: int | None = None,
+    ):
         super().__init__()
         if n_heads <= 0 or d_model % n_heads:
             raise ValueError(
@@ -193,6 +204,7 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(d_model, d_model, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.output_dropout = nn.Dropout(dropout)
+        self.rotary = None if rotary_max_len is None else RotaryEmbedding(self.d_k, rotary_max_len)
         self.attention_weights: torch.Tensor | None = None
 
     def forward(
@@ -213,6 +225,8 @@ class MultiHeadAttention(nn.Module):
         q = split_heads(self.w_q(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
         k = split_heads(self.w_k(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
         v = split_heads(self.w_v(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
+        if self.rotary is not None:
+            q, k = self.rotary(q), self.rotary(k)  # positions enter the scores only
         dropout_p = self.dropout if self.training else 0.0
         if need_weights:
             if is_causal:

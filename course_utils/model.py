@@ -17,11 +17,15 @@ from course_utils.positional import LearnedPositionalEmbedding, SinusoidalPositi
 class TinyDecoder(nn.Module):
     """Token embedding -> positions -> n_layers pre-LN blocks -> final LayerNorm -> LM head.
 
+    Positions are added to the embeddings (sinusoidal or learned), or, with
+    ``positional="rope"``, applied as rotations of the queries and keys in every block.
+
     The LM head shares its matrix with the token embedding (weight tying, §3.4), so
-    ``logits = h @ W_embed^T``. Weights start from N(0, 0.02), so the initial logits are
-    small and the loss at initialisation is close to ln(vocab_size) (every token about
-    equally likely). The projections that write into the residual stream start smaller, by
-    1/sqrt(2 * n_layers), so the stream's variance does not grow with depth (GPT-2, §2.3).
+    ``logits = h @ W_embed^T``. Weights start from N(0, 0.02) (the tied table from
+    N(0, min(0.02, 2.5 / d_model))), so the initial logits are small and the loss at
+    initialisation is close to ln(vocab_size) (every token about equally likely). The
+    projections that write into the residual stream start smaller, by 1/sqrt(2 * n_layers),
+    so the stream's variance does not grow with depth (GPT-2, §2.3).
 
     Args:
         config: a :class:`course_utils.config.ModelConfig`.
@@ -36,17 +40,29 @@ class TinyDecoder(nn.Module):
         self.token_embedding = TokenEmbedding(config.vocab_size, config.d_model)
         if config.positional == "sinusoidal":
             self.position = SinusoidalPositionalEncoding(config.block_size, config.d_model)
-        else:
+        elif config.positional == "learned":
             self.position = LearnedPositionalEmbedding(config.block_size, config.d_model)
+        else:  # rope: nothing is added to the embeddings; attention rotates q and k
+            self.position = nn.Identity()
+        rotary_max_len = config.block_size if config.positional == "rope" else None
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
-            DecoderBlock(config.d_model, config.n_heads, config.d_ff, config.dropout)
+            DecoderBlock(
+                config.d_model,
+                config.n_heads,
+                config.d_ff,
+                config.dropout,
+                rotary_max_len=rotary_max_len,
+            )
             for _ in range(config.n_layers)
         )
         self.final_norm = LayerNorm(config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.lm_head.weight = self.token_embedding.weight  # weight tying
         self.apply(self._init_weights)
+        # With tied weights an untrained model's logit for repeating the current token is
+        # about d_model * std of the table; capping it keeps the initial loss near ln V.
+        nn.init.normal_(self.token_embedding.weight, mean=0.0, std=min(0.02, 2.5 / config.d_model))
         residual_std = 0.02 / math.sqrt(2 * config.n_layers)
         for block in self.blocks:
             nn.init.normal_(block.attention.w_o.weight, mean=0.0, std=residual_std)

@@ -206,3 +206,61 @@ def apply_rotary_embedding(
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d) -> two (..., T, d/2)
     rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
     return rotated.flatten(-2)  # (..., T, d/2, 2) -> (..., T, d), pairs interleaved again
+
+
+class RotaryEmbedding(nn.Module):
+    """RoPE as a module with cached angles, for use inside attention on q and k.
+
+    Computes the same rotation as :func:`apply_rotary_embedding` for positions
+    ``0 .. T-1``, but builds the cos/sin tables once (Su et al. 2021, §3.4). Applied to the
+    queries and keys of every head, it makes each score depend on the *relative* offset
+    between the two positions; nothing is added to the token vectors.
+
+    Args:
+        head_dim: d_k, the width of one head; must be even.
+        max_len: the longest sequence (the model's block_size).
+        base: 10000 in the paper.
+
+    Shapes: ``(..., T, d_k)`` -> ``(..., T, d_k)``, with ``T <= max_len``.
+
+    Raises:
+        ValueError: odd ``head_dim``, a last axis other than ``head_dim``, or ``T > max_len``.
+    """
+
+    def __init__(self, head_dim: int, max_len: int, base: float = 10000.0):
+        super().__init__()
+        if head_dim <= 0 or head_dim % 2:
+            raise ValueError(f"RoPE rotates channel pairs: head_dim must be even, got {head_dim}")
+        self.head_dim, self.max_len = head_dim, max_len
+        pair = torch.arange(head_dim // 2, dtype=torch.float64)
+        angle = torch.arange(max_len, dtype=torch.float64)[:, None] * base ** (
+            -2.0 * pair / head_dim
+        )
+        # Buffers: they follow .to(device) and are rebuilt, not saved, with the model.
+        self.register_buffer("cos", torch.cos(angle).float(), persistent=False)  # (max_len, d/2)
+        self.register_buffer("sin", torch.sin(angle).float(), persistent=False)  # (max_len, d/2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.ndim < 2 or x.shape[-1] != self.head_dim:
+            raise ValueError(f"expected (..., T, d_k={self.head_dim}), got {tuple(x.shape)}")
+        length = x.shape[-2]
+        if length > self.max_len:
+            raise ValueError(
+                f"sequence length T={length} exceeds max_len={self.max_len} of the rotary tables"
+            )
+        cos, sin = self.cos[:length], self.sin[:length]  # (T, d/2)
+        if x.device.type == "mps":  # no complex kernels there: the same rotation, written out
+            even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d) -> two (..., T, d/2)
+            rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
+            return rotated.flatten(-2).to(x.dtype)  # (..., T, d/2, 2) -> (..., T, d)
+        # A pair (a, b) is the complex number a + ib; rotating it by angle t is multiplying
+        # by cos t + i sin t. One complex product is several times faster than the four real
+        # ones. Half precision is rotated in float32 (there is no bfloat16 complex type).
+        real = torch.float64 if x.dtype == torch.float64 else torch.float32
+        pairs = torch.view_as_complex(x.to(real).reshape(*x.shape[:-1], -1, 2))  # (..., T, d/2)
+        rotation = torch.complex(cos.to(real), sin.to(real))  # (T, d/2), unit complex numbers
+        rotated = torch.view_as_real(pairs * rotation)  # (..., T, d/2, 2)
+        return rotated.flatten(-2).to(x.dtype)  # (..., T, d/2, 2) -> (..., T, d)
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, max_len={self.max_len}"

@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from course_utils.config import PRESETS, get_config
+from course_utils.config import POSITIONAL_KINDS, PRESETS, get_config
 from course_utils.data import load_shakespeare, train_val_split
 from course_utils.device import describe_device, get_device, seed_everything
 from course_utils.model import TinyDecoder
@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     parser.add_argument("--max-iters", type=int, default=None, help="override the preset")
     parser.add_argument(
+        "--positional", choices=POSITIONAL_KINDS, default=None, help="override the preset"
+    )
+    parser.add_argument(
         "--checkpoint", default=None, help="where to save (default: checkpoints/CONFIG.pt)"
     )
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
@@ -35,7 +38,8 @@ def main(argv: list[str] | None = None) -> dict:
     tokenizer = CharTokenizer.from_text(text)
     data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
     train_data, val_data = train_val_split(data, 0.1)
-    overrides = {} if args.max_iters is None else {"max_iters": args.max_iters}
+    overrides = {"max_iters": args.max_iters, "positional": args.positional}
+    overrides = {key: value for key, value in overrides.items() if value is not None}
     model_config, train_config = get_config(args.config, tokenizer.vocab_size, **overrides)
     device = get_device(args.device)
     if device.type == "cuda":

@@ -72,9 +72,15 @@ def use_course_style() -> None:
     logging.getLogger("matplotlib.font_manager").addFilter(_FONT_FILTER)  # idempotent
 
 
+_VISIBLE_WHITESPACE = {" ": "␣", "\n": "\\n", "\t": "\\t"}
+
+
 def _as_labels(tokens: Sequence[str]) -> list[str]:
     # Make whitespace visible: a heatmap label " " or "\n" would be unreadable.
-    return [repr(t)[1:-1] if t.isspace() or not t else t for t in tokens]
+    return [
+        "".join(_VISIBLE_WHITESPACE.get(c, c) for c in t) if t.strip() != t or not t else t
+        for t in tokens
+    ]
 
 
 def plot_attention(
@@ -116,23 +122,39 @@ def plot_attention(
 def plot_attention_heads(
     weights: torch.Tensor, tokens: Sequence[str], title: str = "Attention per head"
 ) -> plt.Figure:
-    """One heatmap per head, side by side. ``weights``: ``(h, T, T)``.
+    """One heatmap per head with a shared colour scale. ``weights``: ``(h, T, T)``.
+
+    Short sequences get one row of panels; longer ones (T > 12) two columns, with panels
+    large enough for one readable label per token.
 
     Raises:
         ValueError: ``weights`` is not 3-D.
     """
     if weights.ndim != 3:
         raise ValueError(f"weights must be (h, T, T), got shape {tuple(weights.shape)}")
-    heads = weights.shape[0]
-    fig, axes = plt.subplots(1, heads, figsize=(3.3 * heads + 0.6, 3.6), squeeze=False)
-    for head, ax in enumerate(axes[0]):
+    heads, length = weights.shape[0], weights.shape[-1]
+    columns = heads if length <= 12 else min(heads, 2)
+    rows = -(-heads // columns)
+    panel = max(3.3, 0.15 * length + 1.3)
+    fig, axes = plt.subplots(
+        rows,
+        columns,
+        figsize=(panel * columns + 0.8, panel * rows + 0.4),
+        squeeze=False,
+        layout="constrained",
+    )
+    for head, ax in enumerate(axes.flat):
+        if head >= heads:
+            ax.axis("off")
+            continue
         plot_attention(weights[head], tokens, title=f"head {head}", ax=ax, colorbar=False)
-        if head:
+        if head % columns:
             ax.set_ylabel("")
+        if head < heads - columns:
+            ax.set_xlabel("")
     fig.suptitle(title)
-    fig.tight_layout()
     # One shared scale: every panel uses the same 0..1 colour range.
-    fig.colorbar(axes[0][-1].images[0], ax=list(axes[0]), fraction=0.02, pad=0.02, label="weight")
+    fig.colorbar(axes.flat[0].images[0], ax=axes, shrink=0.6, label="weight")
     return fig
 
 

@@ -16,9 +16,9 @@ def randn(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
-def layer_norm_pair(width: int) -> tuple[LayerNorm, nn.LayerNorm]:
+def layer_norm_pair(width: int, explicit: bool = True) -> tuple[LayerNorm, nn.LayerNorm]:
     """Ours and nn.LayerNorm with the same random (non-trivial) weight and bias."""
-    ours, reference = LayerNorm(width), nn.LayerNorm(width, eps=1e-5)
+    ours, reference = LayerNorm(width, explicit=explicit), nn.LayerNorm(width, eps=1e-5)
     with torch.no_grad():
         ours.weight.copy_(randn(width, seed=1) + 1.0)
         ours.bias.copy_(randn(width, seed=2))
@@ -35,10 +35,24 @@ def unbiased_std_layer_norm(x: torch.Tensor, layer: LayerNorm) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("width", [4, D_MODEL])
-def test_layer_norm_matches_nn_layer_norm(width):
-    ours, reference = layer_norm_pair(width)
+@pytest.mark.parametrize("explicit", [True, False], ids=["formula", "fused"])
+def test_layer_norm_matches_nn_layer_norm(width, explicit):
+    """Both paths, the written-out formula and the fused kernel, against nn.LayerNorm."""
+    ours, reference = layer_norm_pair(width, explicit)
     x = randn(B, T, width, seed=3) * 3.0 + 1.5
     torch.testing.assert_close(ours(x), reference(x), rtol=0, atol=1e-6)
+
+
+def test_layer_norm_formula_path_has_the_same_gradients_as_nn_layer_norm():
+    ours, reference = layer_norm_pair(D_MODEL, explicit=True)
+    x = (randn(B, T, D_MODEL, seed=3) * 3.0 + 1.5).requires_grad_()
+    upstream = randn(B, T, D_MODEL, seed=4)
+    ours_grads = torch.autograd.grad((ours(x) * upstream).sum(), [x, ours.weight, ours.bias])
+    reference_grads = torch.autograd.grad(
+        (reference(x) * upstream).sum(), [x, reference.weight, reference.bias]
+    )
+    for mine, theirs in zip(ours_grads, reference_grads):
+        torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-5)
 
 
 def test_layer_norm_check_can_fail():

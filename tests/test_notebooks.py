@@ -53,12 +53,17 @@ def test_uses_course_utils_and_has_a_bilingual_glossary(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_every_ignored_output_says_why(path):
+def test_every_ignored_output_is_a_marker_nbval_sees_and_says_why(path):
     for cell in _cells(path):
-        for line in _source(cell).splitlines():
+        lines = _source(cell).splitlines()
+        for number, line in enumerate(lines):
             if "NBVAL_IGNORE_OUTPUT" in line:
-                reason = line.split("NBVAL_IGNORE_OUTPUT", 1)[1].strip(" :-")
-                assert len(reason) > 10, f"{path.name}: `{line}` gives no reason"
+                # nbval only honours the marker when it is alone on its comment line.
+                assert line.strip() == "# NBVAL_IGNORE_OUTPUT", f"{path.name}: `{line}`"
+                reason = lines[number + 1].strip() if number + 1 < len(lines) else ""
+                assert reason.startswith("# Why:") and len(reason) > 16, (
+                    f"{path.name}: the line after NBVAL_IGNORE_OUTPUT must say '# Why: ...'"
+                )
             assert "NBVAL_RAISES_EXCEPTION" not in line, (
                 f"{path.name}: the raises marker passes even when nothing raises; "
                 "assert the exception in the cell instead"

@@ -48,7 +48,7 @@ def test_plot_attention_labels_and_shape_check():
     weights = torch.softmax(torch.randn(3, 4), dim=-1)
     ax = viz.plot_attention(weights, ["我", "爱", "你"], ["a", " ", "\n", "d"])
     assert [t.get_text() for t in ax.get_yticklabels()] == ["我", "爱", "你"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", " ", "\\n", "d"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "␣", "\\n", "d"]
     plt.close("all")
     with pytest.raises(ValueError, match=r"\(3, 3\).*\(3, 4\)"):
         viz.plot_attention(weights, ["a", "b", "c"])
