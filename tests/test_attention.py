@@ -11,6 +11,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from references import multihead_attention_like
 from torch import nn
 
 from course_utils.attention import (
@@ -43,15 +44,7 @@ def attention_pair() -> tuple[MultiHeadAttention, nn.MultiheadAttention]:
     with torch.no_grad():
         for linear in (ours.w_q, ours.w_k, ours.w_v, ours.w_o):
             linear.bias.normal_()
-    reference = nn.MultiheadAttention(D_MODEL, H, batch_first=True).eval()
-    with torch.no_grad():
-        reference.in_proj_weight.copy_(
-            torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight])
-        )
-        reference.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
-        reference.out_proj.weight.copy_(ours.w_o.weight)
-        reference.out_proj.bias.copy_(ours.w_o.bias)
-    return ours, reference
+    return ours, multihead_attention_like(ours)
 
 
 # --- split_heads / merge_heads -------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from references import encoder_layer_like
 from torch import nn
 
 from course_utils.layers import DecoderBlock, FeedForward, LayerNorm
@@ -116,30 +117,10 @@ def test_decoder_block_matches_transformer_encoder_layer():
     """
     torch.manual_seed(0)
     block = DecoderBlock(D_MODEL, H, D_FF).eval()
-    reference = nn.TransformerEncoderLayer(
-        D_MODEL, H, D_FF, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
-    ).eval()
-    attention = block.attention
     with torch.no_grad():
         for parameter in block.parameters():  # non-trivial norms and biases too
             parameter.add_(0.1 * torch.randn_like(parameter))
-        sa = reference.self_attn
-        sa.in_proj_weight.copy_(
-            torch.cat([attention.w_q.weight, attention.w_k.weight, attention.w_v.weight])
-        )
-        sa.in_proj_bias.copy_(
-            torch.cat([attention.w_q.bias, attention.w_k.bias, attention.w_v.bias])
-        )
-        sa.out_proj.weight.copy_(attention.w_o.weight)
-        sa.out_proj.bias.copy_(attention.w_o.bias)
-        reference.linear1.weight.copy_(block.feed_forward.up.weight)
-        reference.linear1.bias.copy_(block.feed_forward.up.bias)
-        reference.linear2.weight.copy_(block.feed_forward.down.weight)
-        reference.linear2.bias.copy_(block.feed_forward.down.bias)
-        reference.norm1.weight.copy_(block.ln_1.weight)
-        reference.norm1.bias.copy_(block.ln_1.bias)
-        reference.norm2.weight.copy_(block.ln_2.weight)
-        reference.norm2.bias.copy_(block.ln_2.bias)
+    reference = encoder_layer_like(block, norm_first=True)
     assert reference.norm1.eps == block.ln_1.eps == 1e-5
     x = randn(B, T, D_MODEL, seed=4)
     src_mask = nn.Transformer.generate_square_subsequent_mask(T)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from references import encoder_layer_like
 from torch import nn
 
 from course_utils.layers import DecoderBlock, PostLNDecoderBlock
@@ -12,32 +13,6 @@ B, T, D_MODEL, H, D_FF = 2, 6, 24, 3, 96
 
 def randn(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def reference_with_weights_of(block: DecoderBlock, norm_first: bool) -> nn.TransformerEncoderLayer:
-    """nn.TransformerEncoderLayer (gelu, no dropout) holding the block's weights."""
-    reference = nn.TransformerEncoderLayer(
-        D_MODEL, H, D_FF, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first
-    ).eval()
-    attention = block.attention
-    with torch.no_grad():
-        sa = reference.self_attn
-        sa.in_proj_weight.copy_(
-            torch.cat([attention.w_q.weight, attention.w_k.weight, attention.w_v.weight])
-        )
-        sa.in_proj_bias.copy_(
-            torch.cat([attention.w_q.bias, attention.w_k.bias, attention.w_v.bias])
-        )
-        sa.out_proj.weight.copy_(attention.w_o.weight)
-        sa.out_proj.bias.copy_(attention.w_o.bias)
-        reference.linear1.weight.copy_(block.feed_forward.up.weight)
-        reference.linear1.bias.copy_(block.feed_forward.up.bias)
-        reference.linear2.weight.copy_(block.feed_forward.down.weight)
-        reference.linear2.bias.copy_(block.feed_forward.down.bias)
-        for ours, theirs in ((block.ln_1, reference.norm1), (block.ln_2, reference.norm2)):
-            theirs.weight.copy_(ours.weight)
-            theirs.bias.copy_(ours.bias)
-    return reference
 
 
 def post_ln_block(seed: int = 0) -> PostLNDecoderBlock:
@@ -51,7 +26,7 @@ def post_ln_block(seed: int = 0) -> PostLNDecoderBlock:
 
 def test_post_ln_block_matches_transformer_encoder_layer_with_norm_last():
     block = post_ln_block()
-    reference = reference_with_weights_of(block, norm_first=False)
+    reference = encoder_layer_like(block, norm_first=False)
     x = randn(B, T, D_MODEL, seed=4)
     src_mask = nn.Transformer.generate_square_subsequent_mask(T)
     with torch.no_grad():
@@ -59,7 +34,7 @@ def test_post_ln_block_matches_transformer_encoder_layer_with_norm_last():
         torch.testing.assert_close(block(x), expected, rtol=0, atol=1e-5)
         torch.testing.assert_close(block(x, need_weights=True), expected, rtol=0, atol=1e-5)
         # The pre-LN reference with the same weights computes something else.
-        pre = reference_with_weights_of(block, norm_first=True)
+        pre = encoder_layer_like(block, norm_first=True)
         assert not torch.allclose(pre(x, src_mask=src_mask, is_causal=True), expected, atol=1e-3)
 
 
