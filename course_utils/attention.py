@@ -30,7 +30,7 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     if x.ndim != 3:
         raise ValueError(f"expected x of shape (B, T, C), got {x.ndim}-D shape {tuple(x.shape)}")
     batch, time, channels = x.shape
-    if channels % n_heads:
+    if n_heads <= 0 or channels % n_heads:
         raise ValueError(
             f"C={channels} is not divisible by n_heads={n_heads}; choose n_heads among the "
             f"divisors of C, e.g. {[d for d in range(1, channels + 1) if channels % d == 0][:8]}"
@@ -57,7 +57,13 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
 
 def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """Lower-triangular boolean mask, shape ``(T, T)``: query ``t`` may see keys ``0..t``."""
+    """Lower-triangular boolean mask, shape ``(T, T)``: query ``t`` may see keys ``0..t``.
+
+    Raises:
+        ValueError: ``size`` is negative.
+    """
+    if size < 0:
+        raise ValueError(f"size must be a sequence length >= 0, got {size}")
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()
 
 
@@ -76,6 +82,25 @@ def padding_mask(lengths: torch.Tensor | list[int], size: int) -> torch.Tensor:
             f"lengths must be a 1-D list of values in [0, {size}], got {lengths.tolist()}"
         )
     return (torch.arange(size, device=lengths.device) < lengths[:, None])[:, None, None, :]
+
+
+def check_input_dtype(x: torch.Tensor, weight: torch.Tensor) -> None:
+    """Raise a clear error unless ``x`` is float with the dtype of ``weight`` (under autocast,
+    any float dtype: autocast converts it).
+
+    Raises:
+        TypeError: ``x`` is not a float tensor, or its dtype differs from the weights'.
+    """
+    if not x.dtype.is_floating_point:
+        raise TypeError(
+            f"expected float vectors (B, T, C), got dtype {x.dtype}; token ids go through "
+            "the embedding first"
+        )
+    if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):
+        raise TypeError(
+            f"x has dtype {x.dtype} but the weights are {weight.dtype}; convert one of them, "
+            f"e.g. x.to({weight.dtype})"
+        )
 
 
 def check_mask(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
@@ -135,6 +160,11 @@ def scaled_dot_product_attention(
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         if not tensor.dtype.is_floating_point:
             raise TypeError(f"{name} must be a float tensor, got dtype {tensor.dtype}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(
+            f"q, k, v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}; "
+            "convert with .to(q.dtype)"
+        )
     if not q.ndim == k.ndim == v.ndim or q.ndim < 2:
         raise ValueError(
             f"q, k, v must have the same rank (at least 2), got shapes "
@@ -180,7 +210,7 @@ class MultiHeadAttention(nn.Module):
 
     Raises:
         ValueError: d_model not divisible by n_heads; x not ``(B, T, d_model)``; bad mask shape.
-        TypeError: a non-bool mask.
+        TypeError: a non-bool mask; x not float, or not the weights' dtype (outside autocast).
     """
 
     def __init__(
@@ -218,6 +248,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 f"expected x of shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
             )
+        check_input_dtype(x, self.w_q.weight)
         batch, time, _ = x.shape
         scores_shape = (batch, self.n_heads, time, time)
         if mask is not None:

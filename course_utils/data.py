@@ -93,10 +93,19 @@ def get_batch(
         the target at each position is the token that follows it.
 
     Raises:
-        ValueError: ``data`` is not 1-D or is too short for one window of ``block_size + 1``.
+        ValueError: ``data`` is not 1-D or is too short for one window of ``block_size + 1``,
+            or a size is not positive.
+        TypeError: ``data`` does not hold integer ids.
     """
     if data.ndim != 1:
         raise ValueError(f"data must be 1-D (N,), got shape {tuple(data.shape)}")
+    if data.dtype.is_floating_point or data.dtype == torch.bool:
+        raise TypeError(f"data must hold integer token ids, got dtype {data.dtype}")
+    if block_size <= 0 or batch_size <= 0:
+        raise ValueError(
+            f"block_size and batch_size must be positive, got block_size={block_size}, "
+            f"batch_size={batch_size}"
+        )
     if len(data) <= block_size:
         raise ValueError(
             f"data has {len(data)} tokens, need more than block_size={block_size} for one window"

@@ -2,14 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import torch
 from torch import nn
 
+_trusted_depth = 0
+
+
+@contextlib.contextmanager
+def trusted_token_ids() -> Iterator[None]:
+    """Inside this block :func:`check_token_ids` checks the dtype only, not the value range.
+
+    The range check reads the smallest and largest id back from the device, which on a GPU
+    stalls the host once per call. :func:`course_utils.training.train` checks its whole token
+    streams once up front, then runs the loop inside this block. (Under ``torch.compile``
+    the range check is skipped too: it would break the compiled graph.)
+    """
+    global _trusted_depth
+    _trusted_depth += 1
+    try:
+        yield
+    finally:
+        _trusted_depth -= 1
+
 
 def check_token_ids(ids: torch.Tensor, vocab_size: int) -> None:
     """Raise a clear error unless ``ids`` is an integer tensor with values in ``[0, vocab_size)``.
+
+    Inside :func:`trusted_token_ids` only the type and dtype are checked.
 
     Raises:
         TypeError: ``ids`` is not an integer tensor.
@@ -22,6 +45,8 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int) -> None:
             f"token ids must be an integer tensor (torch.long), got dtype {ids.dtype}; "
             "convert with ids.long()"
         )
+    if _trusted_depth or torch.compiler.is_compiling():
+        return
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
         raise ValueError(
             f"token ids must be in [0, vocab_size={vocab_size}), got min {int(ids.min())} and "

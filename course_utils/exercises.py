@@ -97,6 +97,133 @@ def expect_error(exception: type[BaseException], match: str | None = None) -> It
 # ---------------------------------------------------------------------------------------
 
 
+# --- notebook 01: tokenization ---
+
+
+def check_count_pairs(count_pairs: Callable) -> bool:
+    """Check ``count_pairs(ids)``: how often each pair of adjacent ids occurs, as a dict
+    ``{(left, right): count}`` (a ``Counter`` is fine). This is the statistic BPE training
+    maximises (Sennrich et al. 2016, §3.2).
+
+    Cases include ``[5, 5, 5]``, where the pair ``(5, 5)`` occurs twice (pairs overlap), and
+    sequences of length 1 and 0 (no pairs). Says when the pairs were taken two by two or the
+    last pair was missed.
+    """
+    cases = [[1, 2, 3, 1, 2], [5, 5, 5], [104, 101, 108, 108, 111, 32, 104, 101], [7], []]
+
+    def attempt() -> str | None:
+        for ids in cases:
+            expected: dict[tuple[int, int], int] = {}
+            for pair in zip(ids, ids[1:]):
+                expected[pair] = expected.get(pair, 0) + 1
+            answer = count_pairs(list(ids))
+            call = f"count_pairs({ids})"
+            if not isinstance(answer, dict):
+                kind = type(answer).__name__
+                return f"{call} should return a dict {{(left, right): count}}, got {kind}"
+            answer = {pair: count for pair, count in answer.items() if count != 0}
+            if answer == expected:
+                continue
+            two_by_two: dict[tuple[int, int], int] = {}
+            for pair in zip(ids[::2], ids[1::2]):
+                two_by_two[pair] = two_by_two.get(pair, 0) + 1
+            hint = ""
+            if answer == two_by_two:
+                hint = "; pairs overlap: [a, b, c] holds (a, b) and (b, c), so step by one"
+            elif len(ids) > 1 and sum(answer.values()) == len(ids) - 2:
+                hint = "; the last pair is missing (there are len(ids) - 1 pairs)"
+            return f"{call} returned {answer}, expected {expected}{hint}"
+        return None
+
+    return run_check("count_pairs", attempt)
+
+
+def check_merge_pair(merge_pair: Callable) -> bool:
+    """Check ``merge_pair(ids, pair, new_id)``: a new list where each occurrence of ``pair``
+    is replaced by ``new_id``, scanning left to right; the one step BPE repeats.
+
+    Cases: two occurrences, an overlapping run ``[1, 1, 1]`` with the pair ``(1, 1)`` (the
+    answer is ``[new_id, 1]``), a pair at the very end, no occurrence, an empty list. The
+    input list must not change. Says when the last id is dropped.
+    """
+    from course_utils.tokenization import merge_pair as reference
+
+    cases = [
+        ([5, 6, 5, 6, 7], (5, 6), 256),
+        ([1, 1, 1], (1, 1), 300),
+        ([4, 1, 2], (1, 2), 257),
+        ([1, 2, 3], (3, 4), 258),
+        ([], (1, 2), 259),
+    ]
+
+    def attempt() -> str | None:
+        for ids, pair, new_id in cases:
+            given = list(ids)
+            answer = merge_pair(given, pair, new_id)
+            expected = reference(ids, pair, new_id)
+            call = f"merge_pair({ids}, {pair}, {new_id})"
+            if given != ids:
+                return f"{call} changed its input list to {given}; build a new list"
+            if not isinstance(answer, list):
+                return f"{call} should return a list, got {type(answer).__name__}"
+            if answer == expected:
+                continue
+            hint = ""
+            if answer == expected[:-1]:
+                hint = "; the last id is missing: a lone last id must be copied too"
+            elif ids == [1, 1, 1]:
+                hint = "; scan left to right and, after a merge, skip both ids of the pair"
+            return f"{call} returned {answer}, expected {expected}{hint}"
+        return None
+
+    return run_check("merge_pair", attempt)
+
+
+def check_join_documents(join_documents: Callable) -> bool:
+    """Check ``join_documents(encoding, documents)``: the ids of each document, each followed
+    by the special token ``<|endoftext|>`` (``encoding.eot_token``), as GPT-2-style training
+    data is laid out.
+
+    Tried with tiktoken's ``cl100k_base`` and ``o200k_base`` (different end-of-text ids), on
+    documents in English and Chinese, one of which contains the *text* ``<|endoftext|>``: a
+    document's text must never turn into the special token (encode documents as ordinary
+    text). Says when the separator came out as ordinary text or was hard-coded.
+    """
+    from course_utils.tokenization import load_encoding
+
+    documents = ["Hello world.", "我爱北京天安门", "Write <|endoftext|> to end a text."]
+
+    def attempt() -> str | None:
+        for name in ("cl100k_base", "o200k_base"):
+            encoding = load_encoding(name)
+            expected = []
+            for document in documents:
+                expected += encoding.encode_ordinary(document) + [encoding.eot_token]
+            answer = join_documents(encoding, list(documents))
+            call = f"join_documents({name}, documents)"
+            if not isinstance(answer, list):
+                return f"{call} should return a list of ids, got {type(answer).__name__}"
+            if answer == expected:
+                continue
+            text = "".join(d + "<|endoftext|>" for d in documents)
+            if answer == encoding.encode_ordinary(text):
+                return (
+                    f"{call}: <|endoftext|> came out as ordinary text tokens; append the "
+                    "special id encoding.eot_token instead"
+                )
+            if answer == encoding.encode(text, allowed_special="all"):
+                return (
+                    f"{call}: the text '<|endoftext|>' inside a document became the special "
+                    "token; encode each document with encode_ordinary"
+                )
+            if encoding.eot_token not in answer and 100257 in answer:
+                return f"{call} uses id 100257; take the id from encoding.eot_token"
+            return f"{call} returned {len(answer)} ids, expected {len(expected)}: {expected}"
+        return None
+
+    return run_check("join_documents", attempt)
+
+
 # --- notebook 02: embeddings ---
 def _embedding_case() -> tuple[torch.Tensor, torch.Tensor]:
     """ids (B=2, T=5) and a table W (V=10, d_model=7). The largest id is 8 < V - 1, so a
@@ -199,6 +326,201 @@ def check_pe_shift_matrix(fn: Callable[[int, int], torch.Tensor]) -> bool:
         return None
 
     return run_check("shift matrix M(k)", attempt)
+
+
+# --- notebook 04: Q, K, V and heads ---
+
+
+def _randn_04(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def check_split_heads(split_heads: Callable) -> bool:
+    """Exercise 04.1: ``split_heads(x, n_heads)`` maps ``(B, T, C)`` to ``(B, h, T, d_k)``,
+    head ``i`` holding channels ``i*d_k .. (i+1)*d_k - 1`` of every position (§3.2.2).
+
+    Tried on the running example (2, 6, 24) with h=3 and on (3, 5, 12) with h=4.
+    """
+
+    def attempt() -> str | None:
+        for (batch, time, channels, heads), seed in (((2, 6, 24, 3), 40), ((3, 5, 12, 4), 41)):
+            x = _randn_04(batch, time, channels, seed=seed)
+            d_k = channels // heads
+            expected = x.view(batch, time, heads, d_k).transpose(1, 2)
+            answer = split_heads(x.clone(), heads)
+            name = f"split_heads(x of shape {(batch, time, channels)}, n_heads={heads})"
+            if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
+                if torch.equal(answer, x.view(batch, heads, time, d_k)):
+                    return (
+                        f"{name} equals x.view(B, h, T, d_k): that mixes positions and "
+                        "channels; view as (B, T, h, d_k) first, then swap the T and h axes"
+                    )
+            problem = compare(answer, expected, name)
+            if problem:
+                return problem
+        return None
+
+    return run_check("split_heads", attempt)
+
+
+def check_head_queries(head_queries: Callable) -> bool:
+    """Exercise 04.2: ``head_queries(x, W_q, head, n_heads)`` is head ``head``'s queries,
+    ``(B, T, d_k)``, computed as ``x @ W_i^Q`` with ``W_i^Q`` the ``(C, d_k)`` block of
+    columns of ``W_q`` (paper orientation, ``(C, C)``; §3.2.2).
+
+    Every head of the running example (C=24, h=3) and of C=12, h=4 is tried.
+    """
+
+    def attempt() -> str | None:
+        for (batch, time, channels, heads), seed in (((2, 6, 24, 3), 42), ((1, 5, 12, 4), 43)):
+            x = _randn_04(batch, time, channels, seed=seed)
+            w_q = _randn_04(channels, channels, seed=seed + 100)
+            d_k = channels // heads
+            for head in range(heads):
+                expected = x @ w_q[:, head * d_k : (head + 1) * d_k]
+                answer = head_queries(x.clone(), w_q.clone(), head, heads)
+                name = f"head_queries(..., head={head}, n_heads={heads}) with C={channels}"
+                problem = compare(answer, expected, name, atol=1e-4)
+                if problem:
+                    return problem
+        return None
+
+    return run_check("head_queries", attempt)
+
+
+# --- notebook 05: scores and scaling ---
+
+
+def check_scaled_scores(scaled_scores: Callable) -> bool:
+    """Exercise 05.1: ``scaled_scores(q, k)`` is ``q @ k^T / sqrt(d_k)`` (§3.2.1, Eq. 1).
+
+    Shapes: q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)`` -> ``(..., T_q, T_k)``. Tried with
+    T_q, T_k and d_k all different, so a transposed product cannot pass.
+    """
+
+    def attempt() -> str | None:
+        generator = torch.Generator().manual_seed(50)
+        for q_shape, k_shape in (((2, 3, 6, 8), (2, 3, 5, 8)), ((4, 16), (7, 16))):
+            q = torch.randn(*q_shape, generator=generator)
+            k = torch.randn(*k_shape, generator=generator)
+            raw = q @ k.transpose(-2, -1)
+            d_k = q.shape[-1]
+            answer = scaled_scores(q.clone(), k.clone())
+            name = f"scaled_scores(q {q_shape}, k {k_shape})"
+            if isinstance(answer, torch.Tensor) and answer.shape == raw.shape:
+                if torch.allclose(answer, raw, atol=1e-5):
+                    return f"{name} is q @ k^T without the 1/sqrt(d_k) scale"
+                if torch.allclose(answer, raw / d_k, atol=1e-5):
+                    return f"{name} divides by d_k = {d_k}; divide by sqrt(d_k) = {d_k**0.5:g}"
+            problem = compare(answer, raw / d_k**0.5, name)
+            if problem:
+                return problem
+        return None
+
+    return run_check("scaled_scores", attempt)
+
+
+def check_softmax_jacobian(softmax_jacobian: Callable) -> bool:
+    """Exercise 05.2: ``softmax_jacobian(p)`` for ``p = softmax(s)`` of shape ``(T,)`` is the
+    ``(T, T)`` matrix ``J[i, j] = d p_i / d s_j``, compared with autograd's Jacobian.
+
+    Tried on a spread-out and on a nearly one-hot (saturated) distribution.
+    """
+
+    def attempt() -> str | None:
+        for scores in (
+            torch.tensor([0.5, -1.0, 2.0, 0.0, 1.0]),
+            torch.tensor([12.0, 0.0, 3.0, -2.0]),
+        ):
+            p = torch.softmax(scores, dim=-1)
+            expected = torch.autograd.functional.jacobian(lambda s: torch.softmax(s, -1), scores)
+            answer = softmax_jacobian(p.clone())
+            problem = compare(answer, expected, f"softmax_jacobian(p of length {len(p)})")
+            if problem:
+                return problem
+        return None
+
+    return run_check("softmax_jacobian", attempt)
+
+
+# --- notebook 06: masking ---
+
+
+def check_causal_mask(causal_mask: Callable) -> bool:
+    """Exercise 06.1: ``causal_mask(T)`` is a ``(T, T)`` torch.bool mask, True where query t
+    may attend to key s, i.e. ``s <= t`` (itself included; §3.2.3)."""
+
+    def attempt() -> str | None:
+        for size in (4, 6, 1):
+            positions = torch.arange(size)
+            expected = positions[None, :] <= positions[:, None]
+            answer = causal_mask(size)
+            name = f"causal_mask({size})"
+            if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
+                if torch.equal(answer, expected.T) and not torch.equal(answer, expected):
+                    return f"{name} is the upper triangle: query t would see the future"
+            problem = compare(answer, expected, name)
+            if problem:
+                return problem
+        return None
+
+    return run_check("causal_mask", attempt)
+
+
+def check_padding_mask(padding_mask: Callable) -> bool:
+    """Exercise 06.2: ``padding_mask(lengths, T)`` is a ``(B, 1, 1, T)`` torch.bool key mask,
+    True at the real tokens ``j < lengths[b]`` of right-padded sequences."""
+
+    def attempt() -> str | None:
+        for lengths, size in (([6, 4], 6), ([3, 1, 4, 0], 4)):
+            expected = (torch.arange(size)[None, :] < torch.tensor(lengths)[:, None])[
+                :, None, None, :
+            ]
+            answer = padding_mask(list(lengths), size)
+            name = f"padding_mask({lengths}, {size})"
+            if isinstance(answer, torch.Tensor) and answer.shape == expected.shape[::3]:
+                return (
+                    f"{name} has shape {tuple(answer.shape)} (B, T); add two singleton axes "
+                    "for heads and queries: (B, 1, 1, T)"
+                )
+            problem = compare(answer, expected, name)
+            if problem:
+                return problem
+        return None
+
+    return run_check("padding_mask", attempt)
+
+
+def check_masked_softmax(masked_softmax: Callable) -> bool:
+    """Exercise 06.3: ``masked_softmax(scores, mask)`` is the softmax over the last axis (key
+    positions) with hidden keys (``mask == False``) getting weight 0, and a query whose keys
+    are all hidden getting an all-zero row, never NaN or a uniform row.
+
+    Shapes: scores ``(B, h, T_q, T_k)`` float, mask bool broadcastable to it.
+    """
+
+    def attempt() -> str | None:
+        scores = torch.randn(2, 3, 6, 6, generator=torch.Generator().manual_seed(60))
+        keep = (torch.arange(6)[None, :] >= torch.tensor([0, 2])[:, None])[:, None, None, :]
+        mask = torch.ones(6, 6, dtype=torch.bool).tril() & keep  # rows 0, 1 of item 1: empty
+        expected = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+        expected = expected.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+        answer = masked_softmax(scores.clone(), mask.clone())
+        name = "masked_softmax(scores (2, 3, 6, 6), causal & left-padding mask)"
+        if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
+            if torch.isnan(answer).any():
+                return (
+                    f"{name} has NaN in the fully masked rows (softmax of all -inf); "
+                    "set the rows with no visible key to 0"
+                )
+            if torch.allclose(answer[1, :, 0], torch.full((3, 6), 1 / 6), atol=1e-4):
+                return (
+                    f"{name}: a fully masked row is uniform (1/T on hidden keys), as with a "
+                    "large negative fill; it must be all zeros"
+                )
+        return compare(answer, expected, name)
+
+    return run_check("masked_softmax", attempt)
 
 
 # --- notebook 07: softmax and weighted values ---
@@ -586,198 +908,3 @@ def check_greedy_next_token(greedy_next_token: Callable) -> bool:
         return None
 
     return run_check("greedy_next_token", attempt)
-
-
-# --- notebook 04: Q, K, V and heads ---
-
-
-def _randn_04(*shape: int, seed: int) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def check_split_heads(split_heads: Callable) -> bool:
-    """Exercise 04.1: ``split_heads(x, n_heads)`` maps ``(B, T, C)`` to ``(B, h, T, d_k)``,
-    head ``i`` holding channels ``i*d_k .. (i+1)*d_k - 1`` of every position (§3.2.2).
-
-    Tried on the running example (2, 6, 24) with h=3 and on (3, 5, 12) with h=4.
-    """
-
-    def attempt() -> str | None:
-        for (batch, time, channels, heads), seed in (((2, 6, 24, 3), 40), ((3, 5, 12, 4), 41)):
-            x = _randn_04(batch, time, channels, seed=seed)
-            d_k = channels // heads
-            expected = x.view(batch, time, heads, d_k).transpose(1, 2)
-            answer = split_heads(x.clone(), heads)
-            name = f"split_heads(x of shape {(batch, time, channels)}, n_heads={heads})"
-            if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-                if torch.equal(answer, x.view(batch, heads, time, d_k)):
-                    return (
-                        f"{name} equals x.view(B, h, T, d_k): that mixes positions and "
-                        "channels; view as (B, T, h, d_k) first, then swap the T and h axes"
-                    )
-            problem = compare(answer, expected, name)
-            if problem:
-                return problem
-        return None
-
-    return run_check("split_heads", attempt)
-
-
-def check_head_queries(head_queries: Callable) -> bool:
-    """Exercise 04.2: ``head_queries(x, W_q, head, n_heads)`` is head ``head``'s queries,
-    ``(B, T, d_k)``, computed as ``x @ W_i^Q`` with ``W_i^Q`` the ``(C, d_k)`` block of
-    columns of ``W_q`` (paper orientation, ``(C, C)``; §3.2.2).
-
-    Every head of the running example (C=24, h=3) and of C=12, h=4 is tried.
-    """
-
-    def attempt() -> str | None:
-        for (batch, time, channels, heads), seed in (((2, 6, 24, 3), 42), ((1, 5, 12, 4), 43)):
-            x = _randn_04(batch, time, channels, seed=seed)
-            w_q = _randn_04(channels, channels, seed=seed + 100)
-            d_k = channels // heads
-            for head in range(heads):
-                expected = x @ w_q[:, head * d_k : (head + 1) * d_k]
-                answer = head_queries(x.clone(), w_q.clone(), head, heads)
-                name = f"head_queries(..., head={head}, n_heads={heads}) with C={channels}"
-                problem = compare(answer, expected, name, atol=1e-4)
-                if problem:
-                    return problem
-        return None
-
-    return run_check("head_queries", attempt)
-
-
-# --- notebook 05: scores and scaling ---
-
-
-def check_scaled_scores(scaled_scores: Callable) -> bool:
-    """Exercise 05.1: ``scaled_scores(q, k)`` is ``q @ k^T / sqrt(d_k)`` (§3.2.1, Eq. 1).
-
-    Shapes: q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)`` -> ``(..., T_q, T_k)``. Tried with
-    T_q, T_k and d_k all different, so a transposed product cannot pass.
-    """
-
-    def attempt() -> str | None:
-        generator = torch.Generator().manual_seed(50)
-        for q_shape, k_shape in (((2, 3, 6, 8), (2, 3, 5, 8)), ((4, 16), (7, 16))):
-            q = torch.randn(*q_shape, generator=generator)
-            k = torch.randn(*k_shape, generator=generator)
-            raw = q @ k.transpose(-2, -1)
-            d_k = q.shape[-1]
-            answer = scaled_scores(q.clone(), k.clone())
-            name = f"scaled_scores(q {q_shape}, k {k_shape})"
-            if isinstance(answer, torch.Tensor) and answer.shape == raw.shape:
-                if torch.allclose(answer, raw, atol=1e-5):
-                    return f"{name} is q @ k^T without the 1/sqrt(d_k) scale"
-                if torch.allclose(answer, raw / d_k, atol=1e-5):
-                    return f"{name} divides by d_k = {d_k}; divide by sqrt(d_k) = {d_k**0.5:g}"
-            problem = compare(answer, raw / d_k**0.5, name)
-            if problem:
-                return problem
-        return None
-
-    return run_check("scaled_scores", attempt)
-
-
-def check_softmax_jacobian(softmax_jacobian: Callable) -> bool:
-    """Exercise 05.2: ``softmax_jacobian(p)`` for ``p = softmax(s)`` of shape ``(T,)`` is the
-    ``(T, T)`` matrix ``J[i, j] = d p_i / d s_j``, compared with autograd's Jacobian.
-
-    Tried on a spread-out and on a nearly one-hot (saturated) distribution.
-    """
-
-    def attempt() -> str | None:
-        for scores in (
-            torch.tensor([0.5, -1.0, 2.0, 0.0, 1.0]),
-            torch.tensor([12.0, 0.0, 3.0, -2.0]),
-        ):
-            p = torch.softmax(scores, dim=-1)
-            expected = torch.autograd.functional.jacobian(lambda s: torch.softmax(s, -1), scores)
-            answer = softmax_jacobian(p.clone())
-            problem = compare(answer, expected, f"softmax_jacobian(p of length {len(p)})")
-            if problem:
-                return problem
-        return None
-
-    return run_check("softmax_jacobian", attempt)
-
-
-# --- notebook 06: masking ---
-
-
-def check_causal_mask(causal_mask: Callable) -> bool:
-    """Exercise 06.1: ``causal_mask(T)`` is a ``(T, T)`` torch.bool mask, True where query t
-    may attend to key s, i.e. ``s <= t`` (itself included; §3.2.3)."""
-
-    def attempt() -> str | None:
-        for size in (4, 6, 1):
-            positions = torch.arange(size)
-            expected = positions[None, :] <= positions[:, None]
-            answer = causal_mask(size)
-            name = f"causal_mask({size})"
-            if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-                if torch.equal(answer, expected.T) and not torch.equal(answer, expected):
-                    return f"{name} is the upper triangle: query t would see the future"
-            problem = compare(answer, expected, name)
-            if problem:
-                return problem
-        return None
-
-    return run_check("causal_mask", attempt)
-
-
-def check_padding_mask(padding_mask: Callable) -> bool:
-    """Exercise 06.2: ``padding_mask(lengths, T)`` is a ``(B, 1, 1, T)`` torch.bool key mask,
-    True at the real tokens ``j < lengths[b]`` of right-padded sequences."""
-
-    def attempt() -> str | None:
-        for lengths, size in (([6, 4], 6), ([3, 1, 4, 0], 4)):
-            expected = (torch.arange(size)[None, :] < torch.tensor(lengths)[:, None])[
-                :, None, None, :
-            ]
-            answer = padding_mask(list(lengths), size)
-            name = f"padding_mask({lengths}, {size})"
-            if isinstance(answer, torch.Tensor) and answer.shape == expected.shape[::3]:
-                return (
-                    f"{name} has shape {tuple(answer.shape)} (B, T); add two singleton axes "
-                    "for heads and queries: (B, 1, 1, T)"
-                )
-            problem = compare(answer, expected, name)
-            if problem:
-                return problem
-        return None
-
-    return run_check("padding_mask", attempt)
-
-
-def check_masked_softmax(masked_softmax: Callable) -> bool:
-    """Exercise 06.3: ``masked_softmax(scores, mask)`` is the softmax over the last axis (key
-    positions) with hidden keys (``mask == False``) getting weight 0, and a query whose keys
-    are all hidden getting an all-zero row, never NaN or a uniform row.
-
-    Shapes: scores ``(B, h, T_q, T_k)`` float, mask bool broadcastable to it.
-    """
-
-    def attempt() -> str | None:
-        scores = torch.randn(2, 3, 6, 6, generator=torch.Generator().manual_seed(60))
-        keep = (torch.arange(6)[None, :] >= torch.tensor([0, 2])[:, None])[:, None, None, :]
-        mask = torch.ones(6, 6, dtype=torch.bool).tril() & keep  # rows 0, 1 of item 1: empty
-        expected = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-        expected = expected.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-        answer = masked_softmax(scores.clone(), mask.clone())
-        name = "masked_softmax(scores (2, 3, 6, 6), causal & left-padding mask)"
-        if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-            if torch.isnan(answer).any():
-                return (
-                    f"{name} has NaN in the fully masked rows (softmax of all -inf); "
-                    "set the rows with no visible key to 0"
-                )
-            if torch.allclose(answer[1, :, 0], torch.full((3, 6), 1 / 6), atol=1e-4):
-                return (
-                    f"{name}: a fully masked row is uniform (1/T on hidden keys), as with a "
-                    "large negative fill; it must be all zeros"
-                )
-        return compare(answer, expected, name)
-
-    return run_check("masked_softmax", attempt)

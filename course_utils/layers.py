@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.attention import MultiHeadAttention
+from course_utils.attention import MultiHeadAttention, check_input_dtype
 
 
 class LayerNorm(nn.Module):
@@ -44,6 +44,7 @@ class LayerNorm(nn.Module):
                 f"LayerNorm expects a last axis of size {self.normalized_shape}, "
                 f"got shape {tuple(x.shape)}"
             )
+        check_input_dtype(x, self.weight)
         if not self.explicit:
             return F.layer_norm(x, (self.normalized_shape,), self.weight, self.bias, self.eps)
         variance, mean = torch.var_mean(x, dim=-1, keepdim=True, unbiased=False)  # biased: / C
@@ -82,6 +83,11 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.up.in_features:
+            raise ValueError(
+                f"expected x of shape (..., d_model={self.up.in_features}), got {tuple(x.shape)}"
+            )
+        check_input_dtype(x, self.up.weight)
         return self.dropout(self.down(self.activation(self.up(x))))  # (B,T,C)->(B,T,d_ff)->(B,T,C)
 
 

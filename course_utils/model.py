@@ -155,7 +155,7 @@ class TinyDecoder(nn.Module):
             ValueError: non-positive temperature, top_k outside ``[1, vocab_size]``,
                 negative max_new_tokens, or bad ids.
         """
-        if temperature <= 0:
+        if not temperature > 0:  # also catches NaN
             raise ValueError(
                 f"temperature must be > 0, got {temperature}; "
                 "for the most likely token use greedy=True"
@@ -166,6 +166,12 @@ class TinyDecoder(nn.Module):
             )
         if max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.shape[1] == 0:
+            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+            raise ValueError(
+                f"the prompt must be (B, T0) token ids with at least one token, got {shape}; "
+                "add a batch axis with ids[None]"
+            )
         was_training = self.training
         self.eval()
         for _ in range(max_new_tokens):

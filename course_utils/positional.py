@@ -249,7 +249,9 @@ class RotaryEmbedding(nn.Module):
                 f"sequence length T={length} exceeds max_len={self.max_len} of the rotary tables"
             )
         cos, sin = self.cos[:length], self.sin[:length]  # (T, d/2)
-        if x.device.type == "mps":  # no complex kernels there: the same rotation, written out
+        # MPS has no complex kernels and torch.compile cannot generate code for them:
+        # there, the same rotation written out with real numbers.
+        if x.device.type == "mps" or torch.compiler.is_compiling():
             even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d) -> two (..., T, d/2)
             rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
             return rotated.flatten(-2).to(x.dtype)  # (..., T, d/2, 2) -> (..., T, d)

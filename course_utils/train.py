@@ -1,6 +1,12 @@
 """Command-line training of the tiny decoder on Shakespeare, character level.
 
 Usage: ``python -m course_utils.train --config baby`` (or ``make train CONFIG=baby``).
+
+Several processes (PyTorch DDP): ``torchrun --standalone --nproc_per_node=N -m
+course_utils.train --config gpu`` (or ``make train CONFIG=gpu NPROC=N``): one process per
+GPU (NCCL), or N CPU processes (gloo). Each process trains on the preset's ``batch_size``
+windows (N times the tokens per step); gradients are averaged over processes; only rank 0
+prints and writes the checkpoint.
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ from course_utils.data import load_shakespeare, train_val_split
 from course_utils.device import describe_device, get_device, seed_everything
 from course_utils.model import TinyDecoder
 from course_utils.tokenization import CharTokenizer
-from course_utils.training import train
+from course_utils.training import close_distributed, init_distributed, train
 
 
-def main(argv: list[str] | None = None) -> dict:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line's options (``--help`` lists them)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="baby", help=f"one of {sorted(PRESETS)}")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
@@ -30,10 +37,34 @@ def main(argv: list[str] | None = None) -> dict:
         "--checkpoint", default=None, help="where to save (default: checkpoints/CONFIG.pt)"
     )
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="run the model through torch.compile (slow first steps; faster on a GPU)",
+    )
     parser.add_argument("--samples", type=int, default=300, help="characters to sample at the end")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def main(argv: list[str] | None = None) -> dict | None:
+    """Train a preset; return a summary on rank 0 (None on the other ranks)."""
+    args = parse_args(argv)
     wall_start = time.perf_counter()
+    rank, world_size, device = init_distributed(get_device(args.device))
+    try:
+        return _run(args, rank, world_size, device, wall_start)
+    finally:
+        close_distributed()
+
+
+def _run(
+    args: argparse.Namespace,
+    rank: int,
+    world_size: int,
+    device: torch.device,
+    wall_start: float,
+) -> dict | None:
+    main_process = rank == 0
     text = load_shakespeare()
     tokenizer = CharTokenizer.from_text(text)
     data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
@@ -41,21 +72,28 @@ def main(argv: list[str] | None = None) -> dict:
     overrides = {"max_iters": args.max_iters, "positional": args.positional}
     overrides = {key: value for key, value in overrides.items() if value is not None}
     model_config, train_config = get_config(args.config, tokenizer.vocab_size, **overrides)
-    device = get_device(args.device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    seed_everything(train_config.seed)
+    seed_everything(train_config.seed)  # the same initial weights on every rank
     model = TinyDecoder(model_config).to(device)
-    print(f"config {args.config}: {model_config}")
-    print(
-        f"device {describe_device(device)}; {model.num_parameters():,} parameters; "
-        f"{len(train_data):,} train / {len(val_data):,} val characters"
-    )
+    if main_process:
+        print(f"config {args.config}: {model_config}")
+        processes = f"; {world_size} processes (DDP)" if world_size > 1 else ""
+        print(
+            f"device {describe_device(device)}{processes}; {model.num_parameters():,} "
+            f"parameters; {len(train_data):,} train / {len(val_data):,} val characters"
+        )
     checkpoint = args.checkpoint or f"checkpoints/{args.config}.pt"
     history = train(
-        model, train_data, val_data, train_config, device, checkpoint, resume=args.resume
+        model,
+        train_data,
+        val_data,
+        train_config,
+        device,
+        checkpoint,
+        resume=args.resume,
+        compile=args.compile,
     )
+    if not main_process:
+        return None
     for step, train_loss, val_loss in zip(history.step, history.train_loss, history.val_loss):
         print(f"step {step:5d}: train {train_loss:.4f}, val {val_loss:.4f}")
     prompt = torch.tensor([tokenizer.encode("\n")], device=device)
@@ -64,6 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
     print("--- sample ---\n" + tokenizer.decode(sample[0].tolist()) + "\n--------------")
     summary = {
         "config": args.config,
+        "processes": world_size,
         "final_val_loss": history.val_loss[-1],
         "train_seconds": history.seconds,
         "wall_seconds": time.perf_counter() - wall_start,

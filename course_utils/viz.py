@@ -7,9 +7,16 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-import matplotlib.pyplot as plt
-import torch
-from matplotlib import font_manager
+from course_utils.bootstrap import configure_matplotlib_cache
+
+# Before matplotlib is imported: on a machine whose home folder is read-only, point its
+# config and font cache at a writable per-user folder (it would otherwise warn and rebuild
+# the font cache in a new temporary folder in every process).
+configure_matplotlib_cache()
+
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+from matplotlib import font_manager  # noqa: E402
 
 CJK_FONT_HINT = "pip install pylopdf-fonts-zh-cn"
 # System fonts with CJK glyphs, tried when the pip package is missing (macOS, Windows, Debian).

@@ -71,3 +71,16 @@ def test_negative_id_is_rejected(embedding):
     ids = torch.tensor([[-3, 1, 2]])
     with pytest.raises(ValueError, match=rf"vocab_size={VOCAB}\), got min -3 and max 2"):
         embedding(ids)
+
+
+def test_trusted_token_ids_skips_only_the_range_check():
+    """Inside the block (train() after checking its data once) no value is read back."""
+    from course_utils.embedding import check_token_ids, trusted_token_ids
+
+    out_of_range = torch.tensor([[0, 99]])
+    with trusted_token_ids():
+        check_token_ids(out_of_range, vocab_size=10)  # not read back: no error
+        with pytest.raises(TypeError, match="integer tensor"):
+            check_token_ids(out_of_range.float(), vocab_size=10)
+    with pytest.raises(ValueError, match="max 99"):
+        check_token_ids(out_of_range, vocab_size=10)

@@ -131,3 +131,17 @@ def test_positions_that_do_not_fit_are_rejected(shape):
 def test_bool_positions_are_rejected():
     with pytest.raises(TypeError, match="integer or float, got dtype torch.bool"):
         apply_rotary_embedding(torch.zeros(T, D_K), positions=torch.ones(T, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("real_path", [False, True], ids=["complex", "real"])
+def test_rotary_module_equals_the_function(real_path, monkeypatch):
+    """The cached module (complex product, or the real-number form used on MPS and under
+    torch.compile) rotates exactly as apply_rotary_embedding."""
+    from course_utils.positional import RotaryEmbedding
+
+    if real_path:
+        monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    x = torch.randn(2, 3, 6, 8, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(RotaryEmbedding(8, 16)(x), apply_rotary_embedding(x))
+    with pytest.raises(ValueError, match="exceeds max_len=4"):
+        RotaryEmbedding(8, 4)(x)

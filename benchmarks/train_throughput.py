@@ -1,0 +1,82 @@
+"""Training throughput: the teaching path against the fast path, one full training step.
+
+Usage: ``make bench`` or ``python benchmarks/train_throughput.py [--device cuda]``.
+
+It times the whole step (sample a batch, forward, backward, clip, AdamW) of a preset
+(``baby`` on the CPU, ``gpu`` on CUDA) for each variant: teaching path (explicit attention
+with its weights kept, LayerNorm written out) vs fast path (``F.scaled_dot_product_attention``
+with ``is_causal``, fused LayerNorm); on CUDA also fp32 vs bf16 autocast and eager vs
+``torch.compile``. It prints one table (tokens/s, ms/step, peak memory, MFU on a GPU whose
+peak is known) and writes the same numbers to ``benchmarks/results/<device>.json``.
+The measuring is :func:`course_utils.benchmark.benchmark_training`; the table is
+:func:`course_utils.benchmark.benchmark_table`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from course_utils.benchmark import (
+    CUDA_BENCHMARK_VARIANTS,
+    benchmark_table,
+    benchmark_training,
+)
+from course_utils.device import get_device
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def results_path(results: dict) -> Path:
+    """``benchmarks/results/cpu.json``, or e.g. ``cuda-nvidia-h100-80gb-hbm3.json``."""
+    if results["device"].startswith("cuda"):
+        slug = "cuda-" + re.sub(r"[^a-z0-9]+", "-", results["device_name"].lower()).strip("-")
+    else:
+        slug = results["device"].split(":")[0]
+    return RESULTS / f"{slug}.json"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    parser.add_argument("--config", default=None, help="preset (default: baby on CPU, gpu on CUDA)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed steps per variant")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps per variant")
+    parser.add_argument("--repeats", type=int, default=None, help="rounds (median kept)")
+    parser.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        help="seconds after which no new round starts (default 40 on CPU, none on CUDA)",
+    )
+    parser.add_argument("--no-compile", action="store_true", help="CUDA: skip compiled rows")
+    parser.add_argument("--out", type=Path, default=None, help="JSON file to write")
+    args = parser.parse_args(argv)
+
+    device = get_device(args.device)
+    variants = None
+    if args.no_compile and device.type == "cuda":
+        variants = tuple(v for v in CUDA_BENCHMARK_VARIANTS if not v[2])
+    results = benchmark_training(
+        device,
+        config=args.config,
+        variants=variants,
+        warmup_steps=args.warmup,
+        timed_steps=args.steps,
+        repeats=args.repeats,
+        time_budget=args.time_budget,
+        log=lambda message: print(f"  measuring {message}", file=sys.stderr, flush=True),
+    )
+    print(benchmark_table(results))
+    out = args.out or results_path(results)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(f"\nresults written to {out}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

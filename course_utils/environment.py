@@ -1,0 +1,162 @@
+"""The environment report of notebook 00: installed versions against the tested ones.
+
+The tested versions are the pins of ``constraints.txt`` (``name==version``; ``make setup``
+installs exactly those) and the Python version named in its header comment. When the
+repository is not around (the course installed from its URL, as in Colab), the copy in
+``course_utils/_tested_versions.py`` is used; ``scripts/sync_notebook_headers.py`` writes it
+and a test checks it agrees with ``constraints.txt``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import re
+from pathlib import Path
+
+# What notebook 00 reports, besides Python.
+REPORTED = ("torch", "numpy", "matplotlib", "tiktoken", "jieba")
+CONSTRAINTS = Path(__file__).resolve().parents[1] / "constraints.txt"
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)$")
+_TESTED_PYTHON = re.compile(r"\bPython (\d+\.\d+)\b")
+_RELEASE = re.compile(r"^v?(\d+(?:\.\d+)*)")
+
+
+def normalize_name(name: str) -> str:
+    """A distribution name in canonical form: ``Foo_Bar.baz`` -> ``foo-bar-baz`` (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_constraints(text: str) -> dict[str, str]:
+    """The pins of a constraints file: ``{"torch": "2.13.0", ...}``, plus ``"python"`` when
+    a comment names the tested Python (``# Tested versions (Python 3.11, CPU)``).
+
+    Blank lines and comments are skipped.
+
+    Raises:
+        ValueError: a line that is not ``name==version``; the message gives the line number,
+            the expected form and the line found.
+    """
+    pins: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        comment = raw.partition("#")[2]
+        if "python" not in pins and (found := _TESTED_PYTHON.search(comment)):
+            pins["python"] = found.group(1)
+        line = raw.partition("#")[0].strip()
+        if not line:
+            continue
+        match = _PIN.match(line)
+        if match is None:
+            raise ValueError(f"constraints line {number}: expected 'name==version', got {line!r}")
+        pins[normalize_name(match.group(1))] = match.group(2)
+    return pins
+
+
+def tested_versions(path: str | Path | None = None) -> dict[str, str]:
+    """The tested versions, from ``constraints.txt`` (or the packaged copy when it is absent).
+
+    Args:
+        path: a constraints file; default the repository's ``constraints.txt``.
+
+    Raises:
+        FileNotFoundError: ``path`` was given and does not exist.
+        ValueError: from :func:`parse_constraints`.
+    """
+    if path is not None:
+        return parse_constraints(Path(path).read_text(encoding="utf-8"))
+    if CONSTRAINTS.is_file():
+        return parse_constraints(CONSTRAINTS.read_text(encoding="utf-8"))
+    from course_utils._tested_versions import TESTED_VERSIONS
+
+    return dict(TESTED_VERSIONS)
+
+
+def release(version: str) -> tuple[int, ...]:
+    """The release numbers of a version string, without trailing zeros:
+    ``"2.13.0+cpu"`` -> ``(2, 13)``, ``"3.11.7"`` -> ``(3, 11, 7)``.
+
+    The local tag (``+cpu``, ``+cu121``) names the build, not the version, and is ignored.
+
+    Raises:
+        ValueError: the string does not start with a number.
+    """
+    match = _RELEASE.match(version.strip())
+    if match is None:
+        raise ValueError(f"cannot read a version number from {version!r}; expected e.g. '2.13.0'")
+    numbers = [int(part) for part in match.group(1).split(".")]
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers.pop()
+    return tuple(numbers)
+
+
+def version_warning(name: str, installed: str | None, tested: str | None) -> str | None:
+    """A one-line warning when ``installed`` is outside the tested range, else None.
+
+    The tested range of a pinned package is its pinned release (``2.13.0`` matches
+    ``2.13.0+cpu`` but not ``2.13.1``); for Python it is the tested minor version (``3.11``
+    matches every ``3.11.x``). A package without a pin is not judged.
+
+    Raises:
+        ValueError: from :func:`release`, on a version string that is not a version.
+    """
+    if tested is None:
+        return None
+    if installed is None:
+        return f"{name} is not installed (tested with {tested}); run `make setup`"
+    have, want = release(installed), release(tested)
+    if name == "python":
+        have = have[: len(want)]
+    if have != want:
+        return f"{name} {installed} is not the tested version {tested} (constraints.txt)"
+    return None
+
+
+def installed_versions(names: tuple[str, ...] = REPORTED) -> dict[str, str | None]:
+    """``{"python": "3.11.7", "torch": "2.13.0+cpu", ...}``; None for a missing package."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def check_versions(
+    installed: dict[str, str | None] | None = None, tested: dict[str, str] | None = None
+) -> list[str]:
+    """Warnings for every installed version outside its tested range (empty when all match).
+
+    Args:
+        installed: ``{name: version or None}``; default :func:`installed_versions`.
+        tested: ``{name: pinned version}``; default :func:`tested_versions`.
+    """
+    installed = installed_versions() if installed is None else installed
+    tested = tested_versions() if tested is None else tested
+    warnings = (
+        version_warning(name, version, tested.get(normalize_name(name)))
+        for name, version in installed.items()
+    )
+    return [warning for warning in warnings if warning]
+
+
+def environment_report(
+    installed: dict[str, str | None] | None = None, tested: dict[str, str] | None = None
+) -> str:
+    """A small table: each package, its version, and ``⚠ tested X`` where it differs,
+    followed by one line of advice when anything differs."""
+    installed = installed_versions() if installed is None else installed
+    tested = tested_versions() if tested is None else tested
+    lines, warned = [], False
+    for name, version in installed.items():
+        pin = tested.get(normalize_name(name))
+        warning = version_warning(name, version, pin)
+        warned |= warning is not None
+        note = f"  ⚠ tested: {pin}" if warning else ""
+        lines.append(f"{name:<11} {version or 'not installed'}{note}")
+    if warned:
+        lines.append(
+            "⚠ Versions marked above differ from the tested ones in constraints.txt. The course "
+            "may still work; if a cell fails, `make setup` installs the tested versions."
+        )
+    return "\n".join(lines)

@@ -1,0 +1,9 @@
+"""Started by Python itself when this folder is on PYTHONPATH: block the network from the start.
+
+`make test` and `make course` put this folder on PYTHONPATH, so the notebook kernels (and any
+Python they start) run with :mod:`network_guard` installed before the first cell.
+"""
+
+import network_guard
+
+network_guard.install()

@@ -1,0 +1,106 @@
+"""course_utils.environment: versions compared with the pins of constraints.txt (notebook 00)."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+import pytest
+
+from course_utils import environment
+from course_utils.environment import (
+    check_versions,
+    environment_report,
+    installed_versions,
+    parse_constraints,
+    release,
+    version_warning,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_parse_constraints_reads_pins_and_the_tested_python():
+    text = "# Tested versions (Python 3.11, CPU).\n\ntorch==2.13.0\nPyYAML == 6.0.3  # yaml\n"
+    assert parse_constraints(text) == {"python": "3.11", "torch": "2.13.0", "pyyaml": "6.0.3"}
+
+
+def test_parse_constraints_names_the_bad_line():
+    with pytest.raises(ValueError, match=r"line 2: expected 'name==version', got 'numpy>=2'"):
+        parse_constraints("torch==2.13.0\nnumpy>=2\n")
+
+
+def test_the_repository_constraints_cover_every_reported_package():
+    tested = environment.tested_versions()
+    assert tested == parse_constraints((ROOT / "constraints.txt").read_text())
+    assert tested["python"] == "3.11" and tested["torch"] == "2.13.0"
+    assert set(environment.REPORTED) <= set(tested)
+
+
+def test_without_constraints_txt_the_packaged_copy_is_used(monkeypatch, tmp_path):
+    from course_utils._tested_versions import TESTED_VERSIONS
+
+    monkeypatch.setattr(environment, "CONSTRAINTS", tmp_path / "absent.txt")
+    assert environment.tested_versions() == TESTED_VERSIONS
+    assert TESTED_VERSIONS == parse_constraints((ROOT / "constraints.txt").read_text())
+
+
+@pytest.mark.parametrize(
+    "version, numbers",
+    [("2.13.0+cpu", (2, 13)), ("2.13", (2, 13)), ("3.11.7", (3, 11, 7)), ("0.42.1", (0, 42, 1))],
+)
+def test_release_ignores_the_local_tag_and_trailing_zeros(version, numbers):
+    assert release(version) == numbers
+
+
+def test_release_rejects_a_non_version():
+    with pytest.raises(ValueError, match=r"from 'unknown'; expected e\.g\. '2\.13\.0'"):
+        release("unknown")
+
+
+@pytest.mark.parametrize(
+    "name, installed, tested, warns",
+    [
+        ("torch", "2.13.0+cpu", "2.13.0", False),  # the CPU build of the pinned version
+        ("torch", "2.13.0+cu126", "2.13.0", False),
+        ("torch", "2.13.1", "2.13.0", True),  # a patch release is outside the pin
+        ("torch", "2.12.0", "2.13.0", True),
+        ("numpy", "2.4.6", "2.4.6", False),
+        ("python", "3.11.7", "3.11", False),  # any 3.11.x
+        ("python", "3.12.1", "3.11", True),
+        ("jieba", None, "0.42.1", True),  # missing
+        ("somepackage", "1.0", None, False),  # not pinned: not judged
+    ],
+)
+def test_version_warning(name, installed, tested, warns):
+    warning = version_warning(name, installed, tested)
+    assert (warning is not None) is warns
+    if warns:
+        assert name in warning and tested in warning
+        assert (installed or "not installed") in warning
+
+
+def test_check_versions_lists_only_what_differs():
+    tested = {"python": "3.11", "torch": "2.13.0", "numpy": "2.4.6"}
+    installed = {"python": "3.11.9", "torch": "2.5.1+cu121", "numpy": "2.4.6"}
+    assert check_versions(installed, tested) == [
+        "torch 2.5.1+cu121 is not the tested version 2.13.0 (constraints.txt)"
+    ]
+
+
+def test_this_environment_is_the_tested_one():
+    """The venv `make setup` builds matches constraints.txt: notebook 00 shows no warning."""
+    installed = installed_versions()
+    assert installed["python"] == platform.python_version()
+    assert set(installed) == {"python", *environment.REPORTED}
+    assert check_versions() == [], "run `make setup` to install the tested versions"
+
+
+def test_report_marks_the_differing_version_and_advises():
+    tested = {"python": "3.11", "torch": "2.13.0"}
+    report = environment_report({"python": "3.11.7", "torch": "2.5.1"}, tested)
+    lines = report.splitlines()
+    assert lines[0] == "python      3.11.7"
+    assert lines[1] == "torch       2.5.1  ⚠ tested: 2.13.0"
+    assert "make setup" in lines[2]
+    assert environment_report({"python": "3.11.7"}, tested) == "python      3.11.7"

@@ -1,0 +1,185 @@
+"""Checkers of notebook 01 (tokenization): each accepts the right answer, rejects typical
+wrong ones with a message that says what is wrong, and never raises."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from course_utils.exercises import check_count_pairs, check_join_documents, check_merge_pair
+
+
+def _verdict(capsys) -> str:
+    return capsys.readouterr().out.strip()
+
+
+# --- count_pairs ---
+
+
+def count_pairs_right(ids):
+    return Counter(zip(ids, ids[1:]))
+
+
+def count_pairs_two_by_two(ids):
+    return Counter(zip(ids[::2], ids[1::2]))
+
+
+def count_pairs_missing_last(ids):
+    return Counter((ids[i], ids[i + 1]) for i in range(len(ids) - 2))
+
+
+def count_pairs_as_set(ids):
+    return set(zip(ids, ids[1:]))
+
+
+def test_count_pairs_accepts_a_counter_and_a_dict(capsys):
+    assert check_count_pairs(count_pairs_right) is True
+    assert _verdict(capsys) == "✅ count_pairs: correct"
+
+    def as_dict(ids):
+        counts = {}
+        for pair in zip(ids, ids[1:]):
+            counts[pair] = counts.get(pair, 0) + 1
+        return counts
+
+    assert check_count_pairs(as_dict) is True
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (count_pairs_two_by_two, "pairs overlap"),
+        (count_pairs_missing_last, "the last pair is missing"),
+        (count_pairs_as_set, "should return a dict"),
+    ],
+)
+def test_count_pairs_rejects_typical_mistakes(capsys, wrong, message):
+    assert check_count_pairs(wrong) is False
+    out = _verdict(capsys)
+    assert out.startswith("❌ count_pairs:") and message in out
+
+
+def test_count_pairs_unfinished(capsys):
+    def stub(ids):
+        raise NotImplementedError
+
+    assert check_count_pairs(stub) is False
+    assert _verdict(capsys) == "❌ count_pairs: not implemented yet"
+
+
+# --- merge_pair ---
+
+
+def merge_pair_right(ids, pair, new_id):
+    merged, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            merged.append(new_id)
+            i += 2
+        else:
+            merged.append(ids[i])
+            i += 1
+    return merged
+
+
+def merge_pair_drops_last(ids, pair, new_id):
+    merged, i = [], 0
+    while i < len(ids) - 1:
+        if (ids[i], ids[i + 1]) == pair:
+            merged.append(new_id)
+            i += 2
+        else:
+            merged.append(ids[i])
+            i += 1
+    return merged
+
+
+def merge_pair_right_to_left(ids, pair, new_id):
+    return merge_pair_right(ids[::-1], pair[::-1], new_id)[::-1]
+
+
+def merge_pair_in_place(ids, pair, new_id):
+    i = 0
+    while i < len(ids) - 1:
+        if (ids[i], ids[i + 1]) == pair:
+            ids[i : i + 2] = [new_id]
+        i += 1
+    return ids
+
+
+def test_merge_pair_accepts_the_right_answer(capsys):
+    assert check_merge_pair(merge_pair_right) is True
+    assert _verdict(capsys) == "✅ merge_pair: correct"
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (merge_pair_drops_last, "the last id is missing"),
+        (merge_pair_right_to_left, "scan left to right"),
+        (merge_pair_in_place, "changed its input list"),
+    ],
+)
+def test_merge_pair_rejects_typical_mistakes(capsys, wrong, message):
+    assert check_merge_pair(wrong) is False
+    out = _verdict(capsys)
+    assert out.startswith("❌ merge_pair:") and message in out
+
+
+# --- join_documents ---
+
+
+def join_right(encoding, documents):
+    ids = []
+    for document in documents:
+        ids += encoding.encode_ordinary(document) + [encoding.eot_token]
+    return ids
+
+
+def join_as_text(encoding, documents):
+    return encoding.encode_ordinary("".join(d + "<|endoftext|>" for d in documents))
+
+
+def join_allowing_special_everywhere(encoding, documents):
+    text = "".join(d + "<|endoftext|>" for d in documents)
+    return encoding.encode(text, allowed_special="all")
+
+
+def join_hard_coded(encoding, documents):
+    ids = []
+    for document in documents:
+        ids += encoding.encode_ordinary(document) + [100257]
+    return ids
+
+
+def join_between_only(encoding, documents):
+    return join_right(encoding, documents)[:-1]
+
+
+def test_join_documents_accepts_the_right_answer(capsys):
+    assert check_join_documents(join_right) is True
+    assert _verdict(capsys) == "✅ join_documents: correct"
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (join_as_text, "came out as ordinary text tokens"),
+        (join_allowing_special_everywhere, "inside a document became the special token"),
+        (join_hard_coded, "uses id 100257; take the id from encoding.eot_token"),
+        (join_between_only, "expected"),
+    ],
+)
+def test_join_documents_rejects_typical_mistakes(capsys, wrong, message):
+    assert check_join_documents(wrong) is False
+    out = _verdict(capsys)
+    assert out.startswith("❌ join_documents:") and message in out
+
+
+def test_join_documents_reports_an_exception_without_raising(capsys):
+    def naive(encoding, documents):  # encode() refuses special tokens in the text
+        return encoding.encode("".join(d + "<|endoftext|>" for d in documents))
+
+    assert check_join_documents(naive) is False
+    assert "raised ValueError" in _verdict(capsys)
