@@ -40,7 +40,44 @@ from tiktoken_ext import openai_public
 from course_utils.bootstrap import user_cache_dir
 
 
-class CharTokenizer:
+class _TableTokenizer:
+    """What the table tokenizers share: a token's id is its position in ``vocab``.
+
+    Raises:
+        ValueError: ``vocab`` has duplicates.
+    """
+
+    def __init__(self, vocab: Sequence[str]):
+        vocab = list(vocab)
+        if len(set(vocab)) != len(vocab):
+            raise ValueError(
+                f"vocab has duplicates: {len(vocab)} items, {len(set(vocab))} distinct"
+            )
+        self.vocab = vocab
+        self.token_to_id = {token: i for i, token in enumerate(vocab)}
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of distinct tokens, V."""
+        return len(self.vocab)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """A sequence of ids (ints or a 1-D tensor) back to text.
+
+        Raises:
+            ValueError: an id is outside ``[0, vocab_size)``.
+        """
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"ids must be in [0, {self.vocab_size}), got {bad[:5]}")
+        return "".join(self.vocab[i] for i in ids)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(vocab_size={self.vocab_size})"
+
+
+class CharTokenizer(_TableTokenizer):
     """Map each character to an integer id and back.
 
     The vocabulary is sorted, so the ids are the same in every run. (``list(set(text))``
@@ -71,12 +108,7 @@ class CharTokenizer:
         bad = [c for c in vocab if not (isinstance(c, str) and len(c) == 1)]
         if bad:
             raise ValueError(f"every vocab item must be one character, got {bad[:5]!r}")
-        if len(set(vocab)) != len(vocab):
-            raise ValueError(
-                f"vocab has duplicates: {len(vocab)} items, {len(set(vocab))} distinct"
-            )
-        self.vocab = vocab
-        self.char_to_id = {c: i for i, c in enumerate(vocab)}
+        super().__init__(vocab)
 
     @classmethod
     def from_text(cls, text: str) -> CharTokenizer:
@@ -89,11 +121,6 @@ class CharTokenizer:
             raise ValueError("text is empty; pass the corpus the tokenizer should cover")
         return cls(sorted(set(text)))
 
-    @property
-    def vocab_size(self) -> int:
-        """Number of distinct tokens, V."""
-        return len(self.vocab)
-
     def encode(self, text: str) -> list[int]:
         """Text to a list of ids, one per character.
 
@@ -101,27 +128,12 @@ class CharTokenizer:
             ValueError: ``text`` has a character that is not in the vocabulary.
         """
         try:
-            return [self.char_to_id[c] for c in text]
+            return [self.token_to_id[c] for c in text]
         except KeyError as error:
             raise ValueError(
                 f"character {error.args[0]!r} is not in the vocabulary of {self.vocab_size} "
                 "characters; build the tokenizer from a text that contains it"
             ) from None
-
-    def decode(self, ids: Iterable[int]) -> str:
-        """A sequence of ids (ints or a 1-D tensor) back to text.
-
-        Raises:
-            ValueError: an id is outside ``[0, vocab_size)``.
-        """
-        ids = [int(i) for i in ids]
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(f"ids must be in [0, {self.vocab_size}), got {bad[:5]}")
-        return "".join(self.vocab[i] for i in ids)
-
-    def __repr__(self) -> str:
-        return f"CharTokenizer(vocab_size={self.vocab_size})"
 
 
 # ---------------------------------------------------------------------------------------
@@ -767,7 +779,7 @@ def split_words(text: str, hmm: bool = True) -> list[str]:
     return jieba_tokenizer().lcut(text, HMM=hmm)
 
 
-class WordTokenizer:
+class WordTokenizer(_TableTokenizer):
     """Map each word (cut by :func:`split_words`) to an id; unknown words become ``<unk>``.
 
     Words are an open set: a vocabulary built from one text lacks words of the next, and
@@ -794,12 +806,7 @@ class WordTokenizer:
         vocab = list(vocab)
         if not vocab or vocab[0] != self.UNK:
             raise ValueError(f"vocab must start with {self.UNK!r}, got {vocab[:1]!r}")
-        if len(set(vocab)) != len(vocab):
-            raise ValueError(
-                f"vocab has duplicates: {len(vocab)} items, {len(set(vocab))} distinct"
-            )
-        self.vocab = vocab
-        self.word_to_id = {w: i for i, w in enumerate(vocab)}
+        super().__init__(vocab)
 
     @classmethod
     def from_text(cls, text: str, min_count: int = 1) -> WordTokenizer:
@@ -815,26 +822,6 @@ class WordTokenizer:
         words = sorted(w for w, n in counts.items() if n >= min_count and w != cls.UNK)
         return cls([cls.UNK, *words])
 
-    @property
-    def vocab_size(self) -> int:
-        """Number of ids, ``<unk>`` included."""
-        return len(self.vocab)
-
     def encode(self, text: str) -> list[int]:
         """Text to ids, one per word; a word not in the vocabulary gets id 0 (``<unk>``)."""
-        return [self.word_to_id.get(word, 0) for word in split_words(text)]
-
-    def decode(self, ids: Iterable[int]) -> str:
-        """Ids (ints or a 1-D tensor) back to text; ``<unk>`` stays ``<unk>``.
-
-        Raises:
-            ValueError: an id is outside ``[0, vocab_size)``.
-        """
-        ids = [int(i) for i in ids]
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(f"ids must be in [0, {self.vocab_size}), got {bad[:5]}")
-        return "".join(self.vocab[i] for i in ids)
-
-    def __repr__(self) -> str:
-        return f"WordTokenizer(vocab_size={self.vocab_size})"
+        return [self.token_to_id.get(word, 0) for word in split_words(text)]
