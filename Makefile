@@ -13,8 +13,7 @@ EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
 OFFLINE_ENV := PYTHONPATH=$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: setup lab test unit nbval course train lint clean
-.PHONY: headers determinism
+.PHONY: setup lab test course headers determinism train bench lint clean
 
 setup: $(STAMP)
 
@@ -56,7 +55,6 @@ train: setup
 		-m course_utils.train --config $(CONFIG)
 
 # Training tokens/s of the teaching and fast paths (and bf16, torch.compile, MFU on CUDA).
-.PHONY: bench
 bench: setup
 	$(PY) benchmarks/train_throughput.py
 
