@@ -25,8 +25,9 @@ $(STAMP): pyproject.toml constraints.txt requirements-data.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-data.txt
 	touch $(STAMP)
 
+# Jupyter refuses to run as root (containers, some lab machines) unless told it may.
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 test: setup
 	$(OFFLINE_ENV) $(PY) -m pytest tests
