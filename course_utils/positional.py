@@ -1,5 +1,5 @@
 """Positional information: sinusoidal encoding (Vaswani et al. 2017, §3.5), a learned table,
-and rotary position embedding (RoPE; Su et al. 2021, RoFormer, §3.4)."""
+and rotary position embedding (RoPE; Su et al. 2021, RoFormer, §3.2)."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def apply_rotary_embedding(
 ) -> torch.Tensor:
     """Rotary position embedding (RoPE): rotate each channel pair by its position's angle.
 
-    Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary Position Embedding", §3.4
+    Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary Position Embedding", §3.2
     (Eq. 34): instead of *adding* a position vector to the token, RoPE *rotates* the
     queries and keys. Channels ``(2i, 2i+1)`` of the vector at position ``m`` are rotated by
     the angle ``m * theta_i`` with ``theta_i = base^(-2i/d)``::
@@ -212,7 +212,7 @@ class RotaryEmbedding(nn.Module):
     """RoPE as a module with cached angles, for use inside attention on q and k.
 
     Computes the same rotation as :func:`apply_rotary_embedding` for positions
-    ``0 .. T-1``, but builds the cos/sin tables once (Su et al. 2021, §3.4). Applied to the
+    ``0 .. T-1``, but builds the cos/sin tables once (Su et al. 2021, §3.2). Applied to the
     queries and keys of every head, it makes each score depend on the *relative* offset
     between the two positions; nothing is added to the token vectors.
 
