@@ -593,6 +593,11 @@ def save_checkpoint(
     os.close(handle)
     try:
         torch.save(state, temporary)
+        with open(temporary, "rb+") as written:
+            os.fsync(written.fileno())  # on disk before the rename, even if the power fails
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it owner-only; use the usual mode
         os.replace(temporary, path)  # atomic on POSIX and Windows
     finally:
         if os.path.exists(temporary):

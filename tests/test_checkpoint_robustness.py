@@ -199,3 +199,23 @@ def test_a_writer_killed_at_a_random_moment_never_leaves_a_broken_checkpoint(tmp
     assert state["step"] >= 1
     rebuilt = TinyDecoder(ModelConfig(**state["model_config"]))
     rebuilt.load_state_dict(state["model"])  # every tensor is there, with its full shape
+
+
+def test_checkpoint_gets_the_usual_file_mode_not_the_temp_files(tmp_path):
+    """mkstemp creates files readable by their owner only; the final checkpoint is not."""
+    import os
+
+    from course_utils.config import ModelConfig
+    from course_utils.model import TinyDecoder
+    from course_utils.training import save_checkpoint
+
+    umask = os.umask(0o022)
+    try:
+        model = TinyDecoder(
+            ModelConfig(vocab_size=10, block_size=8, d_model=8, n_heads=2, n_layers=1)
+        )
+        path = save_checkpoint(tmp_path / "model.pt", model, None, step=0)
+    finally:
+        os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o644
+    assert list(tmp_path.iterdir()) == [path], "no temporary file is left behind"
