@@ -72,6 +72,21 @@ def train_val_split(
     return data[:n_train], data[n_train:]
 
 
+def windows_at(
+    data: torch.Tensor, starts: torch.Tensor, block_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The windows of ``data`` that begin at ``starts`` and their next-token targets.
+
+    Args:
+        data: 1-D token stream ``(N,)``; starts: ``(B,)`` int64 on the same device.
+
+    Returns:
+        ``(x, y)``, both ``(B, T)`` on ``data``'s device, ``y`` = ``x`` shifted by one token.
+    """
+    index = starts[:, None] + torch.arange(block_size, device=data.device)  # (B, T)
+    return data[index], data[index + 1]
+
+
 def get_batch(
     data: torch.Tensor,
     block_size: int,
@@ -111,9 +126,7 @@ def get_batch(
             f"data has {len(data)} tokens, need more than block_size={block_size} for one window"
         )
     starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
-    offsets = torch.arange(block_size)
-    x = data[starts[:, None] + offsets]  # (B, T)
-    y = data[starts[:, None] + offsets + 1]  # (B, T), shifted by one
+    x, y = windows_at(data, starts, block_size)
     device = torch.device(device)
     if device.type == "cuda":
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(

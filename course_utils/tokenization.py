@@ -40,6 +40,15 @@ from tiktoken_ext import openai_public
 from course_utils.bootstrap import user_cache_dir
 
 
+def _ids_in_range(ids: Iterable[int], vocab_size: int) -> list[int]:
+    """``ids`` as a list of ints; ValueError naming the range if one is outside ``[0, V)``."""
+    ids = [int(i) for i in ids]
+    bad = [i for i in ids if not 0 <= i < vocab_size]
+    if bad:
+        raise ValueError(f"ids must be in [0, {vocab_size}), got {bad[:5]}")
+    return ids
+
+
 class _TableTokenizer:
     """What the table tokenizers share: a token's id is its position in ``vocab``.
 
@@ -67,10 +76,7 @@ class _TableTokenizer:
         Raises:
             ValueError: an id is outside ``[0, vocab_size)``.
         """
-        ids = [int(i) for i in ids]
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(f"ids must be in [0, {self.vocab_size}), got {bad[:5]}")
+        ids = _ids_in_range(ids, self.vocab_size)
         return "".join(self.vocab[i] for i in ids)
 
     def __repr__(self) -> str:
@@ -679,10 +685,7 @@ class BytePairTokenizer:
         Raises:
             ValueError: an id is outside ``[0, vocab_size)``.
         """
-        ids = [int(i) for i in ids]
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(f"ids must be in [0, {self.vocab_size}), got {bad[:5]}")
+        ids = _ids_in_range(ids, self.vocab_size)
         return b"".join(self.vocab[i] for i in ids)
 
     def decode(self, ids: Iterable[int]) -> str:

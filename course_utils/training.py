@@ -27,6 +27,7 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from course_utils.config import ModelConfig, TrainConfig
+from course_utils.data import windows_at
 from course_utils.embedding import check_token_ids, trusted_token_ids
 from course_utils.layers import LayerNorm
 from course_utils.model import TinyDecoder
@@ -238,7 +239,6 @@ class DeviceBatches:
         self.data = data.to(self.device)  # once
         self.block_size, self.batch_size = block_size, batch_size
         self.rank, self.world_size = rank, world_size
-        self.offsets = torch.arange(block_size, device=self.device)
         try:
             self.generator = torch.Generator(device=self.device).manual_seed(seed)
         except RuntimeError:  # a device without its own generator: draw starts on the CPU
@@ -254,8 +254,8 @@ class DeviceBatches:
         )
         if self.world_size > 1:
             starts = starts[self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
-        starts = starts.to(self.device, non_blocking=True)[:, None] + self.offsets  # (B, T)
-        return self.data[starts], self.data[starts + 1]  # inputs, targets shifted by one
+        starts = starts.to(self.device, non_blocking=True)
+        return windows_at(self.data, starts, self.block_size)
 
     def restore(self, state: torch.Tensor | None, fallback_seed: int) -> None:
         """Load a saved :attr:`generator` state; if it cannot be used here (written on
