@@ -1,0 +1,74 @@
+"""Checkers for the notebooks' exercises, and a helper for cells that must raise.
+
+A checker calls the student's function on fixed inputs, compares the result with a
+reference, and prints one clear line: a tick when it matches, otherwise what differs (the
+type, the shape, or the largest deviation and where it is). Checkers never raise on a wrong
+answer, so a notebook with an unfinished exercise still runs to the end; they return
+``True`` or ``False``. One module per notebook; :mod:`.core` holds what they share.
+"""
+
+from course_utils.exercises.core import compare, expect_error, run_check
+from course_utils.exercises.nb01_tokenization import (
+    check_count_pairs,
+    check_join_documents,
+    check_merge_pair,
+)
+from course_utils.exercises.nb02_embeddings import check_one_hot_lookup, check_scaled_embedding
+from course_utils.exercises.nb03_positional_encoding import (
+    check_pe_shift_matrix,
+    check_sinusoidal_table,
+)
+from course_utils.exercises.nb04_qkv_and_heads import check_head_queries, check_split_heads
+from course_utils.exercises.nb05_scores_and_scaling import (
+    check_scaled_scores,
+    check_softmax_jacobian,
+)
+from course_utils.exercises.nb06_masking import (
+    check_causal_mask,
+    check_masked_softmax,
+    check_padding_mask,
+)
+from course_utils.exercises.nb07_softmax_and_weighted_values import (
+    check_attention_output,
+    check_stable_softmax,
+)
+from course_utils.exercises.nb08_concat_and_w_o import check_merge_heads, check_multi_head_attention
+from course_utils.exercises.nb09_residual_and_layernorm import (
+    check_layer_norm,
+    check_pre_ln_residual,
+)
+from course_utils.exercises.nb10_feed_forward import check_feed_forward, check_ffn_parameter_count
+from course_utils.exercises.nb11_decoder_block_and_logits import (
+    check_greedy_next_token,
+    check_top_k_filter,
+)
+
+__all__ = [
+    "compare",
+    "expect_error",
+    "run_check",
+    "check_count_pairs",
+    "check_merge_pair",
+    "check_join_documents",
+    "check_one_hot_lookup",
+    "check_scaled_embedding",
+    "check_sinusoidal_table",
+    "check_pe_shift_matrix",
+    "check_split_heads",
+    "check_head_queries",
+    "check_scaled_scores",
+    "check_softmax_jacobian",
+    "check_causal_mask",
+    "check_padding_mask",
+    "check_masked_softmax",
+    "check_stable_softmax",
+    "check_attention_output",
+    "check_merge_heads",
+    "check_multi_head_attention",
+    "check_layer_norm",
+    "check_pre_ln_residual",
+    "check_feed_forward",
+    "check_ffn_parameter_count",
+    "check_top_k_filter",
+    "check_greedy_next_token",
+]

@@ -1,0 +1,93 @@
+"""What every checker shares: comparing an answer, running a check, and a helper for cells
+that must raise.
+
+A checker calls the student's function on fixed inputs, compares the result with a
+reference, and prints one clear line: a tick when it matches, otherwise what differs (the
+type, the shape, or the largest deviation and where it is). Checkers never raise on a wrong
+answer, so a notebook with an unfinished exercise still runs to the end; they return
+``True`` or ``False``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Iterator
+
+import torch
+
+
+def compare(answer, expected: torch.Tensor, name: str = "answer", atol: float = 1e-5) -> str | None:
+    """Why ``answer`` differs from ``expected``, or None when they match.
+
+    Checks, in order: that ``answer`` is a tensor, its shape, its dtype kind (float vs
+    integer vs bool), NaNs, then values to ``atol`` (absolute) and 1e-5 relative tolerance.
+    """
+    if not isinstance(answer, torch.Tensor):
+        return f"{name} should be a torch.Tensor, got {type(answer).__name__}"
+    if answer.shape != expected.shape:
+        return f"{name} has shape {tuple(answer.shape)}, expected {tuple(expected.shape)}"
+    if answer.dtype.is_floating_point != expected.dtype.is_floating_point or (
+        (answer.dtype == torch.bool) != (expected.dtype == torch.bool)
+    ):
+        return f"{name} has dtype {answer.dtype}, expected {expected.dtype}"
+    if expected.dtype == torch.bool or not expected.dtype.is_floating_point:
+        wrong = (answer != expected).nonzero()
+        if len(wrong):
+            index = tuple(wrong[0].tolist())
+            return (
+                f"{name} differs at {len(wrong)} positions, first at index {index}: "
+                f"{answer[index].item()} instead of {expected[index].item()}"
+            )
+        return None
+    answer, expected = answer.detach().double().cpu(), expected.detach().double().cpu()
+    if torch.isnan(answer).any() and not torch.isnan(expected).any():
+        return f"{name} contains NaN at {tuple(torch.isnan(answer).nonzero()[0].tolist())}"
+    if not torch.allclose(answer, expected, atol=atol, rtol=1e-5, equal_nan=True):
+        deviation = (answer - expected).abs().nan_to_num(0.0)
+        index = tuple(int(i) for i in torch.unravel_index(deviation.argmax(), deviation.shape))
+        return (
+            f"{name} differs by up to {deviation.max().item():.3g} (at index {index}: "
+            f"{answer[index].item():.6g} instead of {expected[index].item():.6g})"
+        )
+    return None
+
+
+def run_check(title: str, attempt: Callable[[], str | None]) -> bool:
+    """Run ``attempt`` (which returns None when right, else a reason) and print the verdict.
+
+    An exception raised inside the student's code is reported, not propagated.
+    """
+    try:
+        problem = attempt()
+    except NotImplementedError:
+        problem = "not implemented yet"
+    except Exception as error:  # the student's code may fail in any way
+        problem = f"raised {type(error).__name__}: {error}"
+    if problem is None:
+        print(f"✅ {title}: correct")
+        return True
+    print(f"❌ {title}: {problem}")
+    return False
+
+
+@contextlib.contextmanager
+def expect_error(exception: type[BaseException], match: str | None = None) -> Iterator[None]:
+    """Context manager for a cell that must raise: prints the message, and fails if nothing
+    (or something else) is raised.
+
+    nbval's ``NBVAL_RAISES_EXCEPTION`` marker passes even when nothing is raised; this does not.
+
+    Raises:
+        AssertionError: nothing was raised, or the message does not match ``match``.
+    """
+    try:
+        yield
+    except exception as error:
+        if match is not None and not re.search(match, str(error)):
+            raise AssertionError(
+                f"{type(error).__name__} raised, but {str(error)!r} does not match {match!r}"
+            ) from error
+        print(f"{type(error).__name__} raised, as expected: {error}")
+    else:
+        raise AssertionError(f"expected {exception.__name__}, but nothing was raised")

@@ -1,0 +1,86 @@
+"""Checkers for notebook 11: decoder block and logits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from course_utils.exercises.core import compare, run_check
+
+
+def check_top_k_filter(top_k_filter: Callable) -> bool:
+    """Check ``top_k_filter(logits, k)``: keep the k largest logits of each row (last axis),
+    set the rest to ``-inf``.
+
+    Tried on ``(4, 10)`` logits with k = 3, ``(2, 3, 10)`` with k = 1 and ``(2, 10)`` with
+    k = 10 (nothing removed). Says when removed entries are 0 instead of ``-inf``, when a row
+    keeps the wrong number of entries, and when the answer is already probabilities.
+    """
+    generator = torch.Generator().manual_seed(12)
+    cases = [
+        (torch.randn(4, 10, generator=generator) * 2.0, 3),
+        (torch.randn(2, 3, 10, generator=generator) * 2.0, 1),
+        (torch.randn(2, 10, generator=generator) * 2.0, 10),
+    ]
+
+    def attempt() -> str | None:
+        for logits, k in cases:
+            answer = top_k_filter(logits.clone(), k)
+            kth_largest = torch.topk(logits, k, dim=-1).values[..., -1:]
+            remove = logits < kth_largest
+            expected = logits.masked_fill(remove, float("-inf"))
+            name = f"top_k_filter(logits of shape {tuple(logits.shape)}, k={k})"
+            if not isinstance(answer, torch.Tensor) or answer.shape != expected.shape:
+                return compare(answer, expected, name=name)
+            answer = answer.detach()
+            if (answer >= 0).all() and torch.allclose(
+                answer.sum(-1).double(), torch.ones(answer.shape[:-1], dtype=torch.double)
+            ):
+                return f"{name} returned probabilities (rows sum to 1); return filtered logits"
+            if remove.any() and (answer[remove] == 0).all():
+                return (
+                    f"{name} sets removed logits to 0; use -inf, since softmax gives a 0 logit "
+                    "a positive probability"
+                )
+            kept = (answer != float("-inf")).sum(-1)
+            if (kept != k).any():
+                return f"{name} keeps {kept.flatten().tolist()} entries per row, expected k={k}"
+            problem = compare(answer == float("-inf"), remove, name=f"{name}'s -inf mask")
+            if problem is not None:
+                return problem + " (keep the k largest, not the k smallest)"
+            problem = compare(answer.masked_fill(remove, 0.0), expected.masked_fill(remove, 0.0))
+            if problem is not None:
+                return f"the kept logits of {name} changed: {problem}"
+        return None
+
+    return run_check("top_k_filter", attempt)
+
+
+def check_greedy_next_token(greedy_next_token: Callable) -> bool:
+    """Check ``greedy_next_token(logits)``: logits ``(B, T, V)`` -> the most likely next id at
+    the *last* position, shape ``(B, 1)``, int64.
+
+    Says when the answer uses the first position, or drops the ``(B, 1)`` shape that
+    ``torch.cat([ids, next_id], dim=1)`` needs.
+    """
+    generator = torch.Generator().manual_seed(13)
+    cases = [torch.randn(2, 6, 84, generator=generator), torch.randn(3, 1, 5, generator=generator)]
+
+    def attempt() -> str | None:
+        for logits in cases:
+            answer = greedy_next_token(logits.clone())
+            expected = logits[:, -1, :].argmax(dim=-1, keepdim=True)  # (B, V) -> (B, 1)
+            name = f"greedy_next_token(logits of shape {tuple(logits.shape)})"
+            problem = compare(answer, expected, name=name)
+            if problem is None:
+                continue
+            if isinstance(answer, torch.Tensor) and answer.shape == expected.shape[:1]:
+                return f"{problem}; keep the (B, 1) shape (keepdim=True) for torch.cat(dim=1)"
+            first = logits[:, 0, :].argmax(dim=-1, keepdim=True)
+            if isinstance(answer, torch.Tensor) and torch.equal(answer, first):
+                return f"{problem}; that is the first position: the next token follows the last one"
+            return problem
+        return None
+
+    return run_check("greedy_next_token", attempt)
