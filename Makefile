@@ -13,7 +13,7 @@ EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
 OFFLINE_ENV := PYTHONPATH=$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: setup lab test course headers determinism train bench lint clean
+.PHONY: setup lab test course headers determinism train checkpoint bench lint clean
 
 setup: $(STAMP)
 
@@ -54,6 +54,11 @@ determinism: setup
 train: setup
 	$(if $(filter-out 1,$(NPROC)),$(PY) -m torch.distributed.run --standalone --nproc_per_node=$(NPROC),$(PY)) \
 		-m course_utils.train --config $(CONFIG)
+
+# The small trained model that notebooks 02-07 and 13 load (assets/checkpoints/baby.pt, ~3 MB).
+checkpoint: setup
+	$(PY) -m course_utils.train --config baby --checkpoint checkpoints/baby.pt \
+		--export assets/checkpoints/baby.pt
 
 # Training tokens/s of the teaching and fast paths (and bf16, torch.compile, MFU on CUDA).
 bench: setup

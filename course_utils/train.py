@@ -21,7 +21,12 @@ from course_utils.data import load_shakespeare, train_val_split
 from course_utils.device import describe_device, get_device, seed_everything
 from course_utils.model import TinyDecoder
 from course_utils.tokenization import CharTokenizer
-from course_utils.training import close_distributed, init_distributed, train
+from course_utils.training import (
+    close_distributed,
+    init_distributed,
+    save_checkpoint,
+    train,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -37,6 +42,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--checkpoint", default=None, help="where to save (default: checkpoints/CONFIG.pt)"
     )
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    parser.add_argument(
+        "--export",
+        default=None,
+        help="also write the trained weights alone (no optimizer state) there, e.g. "
+        "assets/checkpoints/baby.pt",
+    )
     parser.add_argument(
         "--compile",
         action="store_true",
@@ -96,6 +107,9 @@ def _run(
         return None
     for step, train_loss, val_loss in zip(history.step, history.train_loss, history.val_loss):
         print(f"step {step:5d}: train {train_loss:.4f}, val {val_loss:.4f}")
+    if args.export:
+        save_checkpoint(args.export, model, None, history.step[-1], train_config, history)
+        print(f"weights exported to {args.export}")
     prompt = torch.tensor([tokenizer.encode("\n")], device=device)
     generator = torch.Generator(device=device).manual_seed(0)
     sample = model.generate(prompt, args.samples, temperature=0.8, top_k=20, generator=generator)

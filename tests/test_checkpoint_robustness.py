@@ -138,7 +138,7 @@ WRITER = textwrap.dedent(
             print("half-written", flush=True)
             time.sleep(120)
 
-        training.torch.save = half_save
+        training.checkpoint.torch.save = half_save
         training.save_checkpoint(path, model, None, step=2)
     else:
         for step in range(2, 10_000):

@@ -65,13 +65,13 @@ def worker(out: Path) -> None:
     rank, world_size, device = training.init_distributed("cpu")
     assert world_size == WORLD_SIZE and torch.distributed.get_backend() == "gloo"
     saves = []
-    save_checkpoint = training.save_checkpoint
+    save_checkpoint = training.loop.save_checkpoint
 
     def counting_save(*args, **kwargs):
         saves.append(args[3])  # the step
         return save_checkpoint(*args, **kwargs)
 
-    training.save_checkpoint = counting_save
+    training.loop.save_checkpoint = counting_save  # where train() looks it up
     result = {"rank": rank}
     model = tiny_model()
     history = training.train(

@@ -218,7 +218,7 @@ def test_compile_flag_compiles_the_model(monkeypatch, random_splits):
         calls.append(module)
         return module
 
-    monkeypatch.setattr(training.torch, "compile", fake_compile)
+    monkeypatch.setattr(training.loop.torch, "compile", fake_compile)
     config = TrainConfig(batch_size=2, max_iters=3, warmup_iters=1, eval_interval=3, eval_iters=1)
     model = tiny_model()
     eager = train(tiny_model(), *random_splits, config, progress=False)

@@ -192,7 +192,7 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
             handle.write(b"PK\x03\x04 half a checkpoint")
         raise OSError("disk full")
 
-    monkeypatch.setattr(training.torch, "save", crashing_save)
+    monkeypatch.setattr(training.checkpoint.torch, "save", crashing_save)
     with torch.no_grad():
         model.token_embedding.weight.add_(1.0)
     with pytest.raises(OSError, match="disk full"):

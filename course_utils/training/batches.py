@@ -1,0 +1,98 @@
+"""Random training windows sampled on the device where the token stream lives."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from course_utils.data import windows_at
+
+
+class DeviceBatches:
+    """Random ``(input, target)`` windows sampled where the token stream lives.
+
+    The stream is copied to ``device`` once; every :meth:`sample` draws the window starts
+    with a seeded ``torch.Generator`` on that device and gathers the windows there, so no
+    batch crosses the host-device link and nothing waits for the device.
+
+    With several processes (DDP), every rank draws the same ``world_size * batch_size``
+    starts and keeps its own slice of ``batch_size``: together the ranks see exactly the
+    batch one process with ``world_size * batch_size`` windows would see, and one
+    generator state describes every rank (so a checkpoint resumes exactly).
+
+    On the CPU the windows are those of :func:`course_utils.data.get_batch` with a
+    generator seeded the same way, so CPU runs reproduce exactly.
+
+    Args:
+        data: 1-D integer token stream ``(N,)``, on any device.
+        block_size: window length T.
+        batch_size: windows per rank, B.
+        device: where the stream is kept and the batches are made.
+        seed: seeds :attr:`generator`.
+        rank, world_size: this process's slice of the global batch.
+
+    Raises:
+        ValueError: ``data`` is not 1-D, is too short for one window, or the rank is
+            outside ``[0, world_size)``.
+        TypeError: ``data`` is not an integer tensor.
+    """
+
+    def __init__(
+        self,
+        data: torch.Tensor,
+        block_size: int,
+        batch_size: int,
+        device: torch.device | str = "cpu",
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ):
+        if data.ndim != 1:
+            raise ValueError(f"data must be 1-D (N,), got shape {tuple(data.shape)}")
+        if data.dtype.is_floating_point or data.dtype.is_complex or data.dtype == torch.bool:
+            raise TypeError(f"data must hold integer token ids, got dtype {data.dtype}")
+        if len(data) <= block_size:
+            raise ValueError(
+                f"data has {len(data)} tokens, need more than block_size={block_size} "
+                "for one window"
+            )
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
+        self.device = torch.device(device)
+        self.data = data.to(self.device)  # once
+        self.block_size, self.batch_size = block_size, batch_size
+        self.rank, self.world_size = rank, world_size
+        try:
+            self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        except RuntimeError:  # a device without its own generator: draw starts on the CPU
+            self.generator = torch.Generator().manual_seed(seed)
+
+    def sample(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(x, y)``, both int64 ``(batch_size, block_size)`` on the device, with
+        ``y[:, t]`` the token after ``x[:, t]``."""
+        high = len(self.data) - self.block_size
+        count = self.world_size * self.batch_size
+        starts = torch.randint(
+            high, (count,), generator=self.generator, device=self.generator.device
+        )
+        if self.world_size > 1:
+            starts = starts[self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
+        starts = starts.to(self.device, non_blocking=True)
+        return windows_at(self.data, starts, self.block_size)
+
+    def restore(self, state: torch.Tensor | None, fallback_seed: int) -> None:
+        """Load a saved :attr:`generator` state; if it cannot be used here (written on
+        another kind of device), warn and reseed with ``fallback_seed``."""
+        if state is None:
+            return
+        try:
+            self.generator.set_state(state)
+        except (RuntimeError, TypeError, ValueError):
+            warnings.warn(
+                f"the checkpoint's batch-sampler state does not fit a {self.generator.device} "
+                f"generator (written on another device?); batches continue from seed "
+                f"{fallback_seed} instead, so the resumed run is not step-for-step exact",
+                stacklevel=3,
+            )
+            self.generator.manual_seed(fallback_seed)

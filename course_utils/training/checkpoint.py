@@ -1,0 +1,134 @@
+"""Checkpoints: atomic writes, safe reads (``weights_only``), exact resume."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from course_utils.config import ModelConfig, TrainConfig
+from course_utils.model import TinyDecoder
+from course_utils.training.distributed import unwrap_model
+from course_utils.training.history import History
+
+
+def save_checkpoint(
+    path: str | Path,
+    model: TinyDecoder,
+    optimizer: torch.optim.Optimizer | None,
+    step: int,
+    train_config: TrainConfig | None = None,
+    history: History | None = None,
+    batch_generator: torch.Generator | None = None,
+    rank_rng_states: list[dict] | None = None,
+) -> Path:
+    """Write weights, optimizer state, configs, history and RNG state to ``path``.
+
+    The file is written to a temporary name in the same folder and then renamed, so a
+    crash mid-write never replaces the last good checkpoint with a broken one.
+
+    ``rank_rng_states`` (one dict per DDP rank, from the training loop) lets every rank's
+    dropout stream resume exactly; it is stored under ``rng["per_rank"]``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model = unwrap_model(model)
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "model_config": asdict(model.config),
+        "train_config": asdict(train_config) if train_config is not None else None,
+        "step": step,
+        "history": asdict(history) if history is not None else None,
+        "rng": {
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "batch_generator": batch_generator.get_state() if batch_generator is not None else None,
+            "per_rank": rank_rng_states,
+        },
+    }
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    os.close(handle)
+    try:
+        torch.save(state, temporary)
+        with open(temporary, "rb+") as written:
+            os.fsync(written.fileno())  # on disk before the rename, even if the power fails
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it owner-only; use the usual mode
+        os.replace(temporary, path)  # atomic on POSIX and Windows
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+    return path
+
+
+def load_checkpoint(
+    path: str | Path,
+    model: TinyDecoder | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    map_location: torch.device | str = "cpu",
+) -> dict:
+    """Read a checkpoint written by :func:`save_checkpoint`.
+
+    It is loaded with ``weights_only=True``: tensors and plain data, never pickled code.
+
+    Args:
+        path: the checkpoint file.
+        model: if given, its weights are loaded; its config must match the checkpoint's.
+        optimizer: if given, its state is loaded.
+        map_location: where tensors are loaded.
+
+    Returns:
+        The checkpoint dict (``model``, ``optimizer``, ``model_config``, ``train_config``,
+        ``step``, ``history``, ``rng``).
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: the file is not a readable checkpoint, or it was written for a model
+            with a different config (the message lists the fields that differ).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}; train first, or check the path")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as error:  # torch raises several types for a damaged file
+        raise ValueError(
+            f"{path} is not a readable checkpoint ({type(error).__name__}: {error})"
+        ) from error
+    if not isinstance(state, dict) or "model" not in state or "model_config" not in state:
+        found = sorted(state) if isinstance(state, dict) else type(state).__name__
+        raise ValueError(
+            f"{path} is not a checkpoint written by save_checkpoint: expected the keys "
+            f"'model' and 'model_config', found {found}"
+        )
+    if model is not None:
+        expected = asdict(model.config)
+        saved = state["model_config"]
+        differing = {k: (saved.get(k), v) for k, v in expected.items() if saved.get(k) != v}
+        if differing:
+            details = ", ".join(
+                f"{k}: checkpoint {a!r} vs model {b!r}" for k, (a, b) in differing.items()
+            )
+            raise ValueError(
+                f"checkpoint {path} was written for a different model config ({details}); "
+                f"build the model with ModelConfig(**checkpoint['model_config'])"
+            )
+        model.load_state_dict(state["model"])
+    if optimizer is not None and state.get("optimizer") is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    return state
+
+
+def model_from_checkpoint(
+    path: str | Path, map_location: torch.device | str = "cpu"
+) -> TinyDecoder:
+    """Rebuild a :class:`TinyDecoder` from a checkpoint's stored config and load its weights."""
+    state = load_checkpoint(path, map_location=map_location)
+    model = TinyDecoder(ModelConfig(**state["model_config"]))
+    model.load_state_dict(state["model"])
+    return model.to(map_location)

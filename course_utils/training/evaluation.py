@@ -1,0 +1,63 @@
+"""Estimating the loss without gradients, on fixed batches of each split."""
+
+from __future__ import annotations
+
+import torch
+
+from course_utils.config import TrainConfig
+from course_utils.training.batches import DeviceBatches
+from course_utils.training.distributed import _all_reduce_sum, unwrap_model
+from course_utils.training.precision import autocast_context
+
+
+@torch.no_grad()
+@torch.no_grad()
+def estimate_loss(
+    model: torch.nn.Module,
+    splits: dict[str, torch.Tensor],
+    config: TrainConfig,
+    device: torch.device | str = "cpu",
+    rank: int = 0,
+    world_size: int = 1,
+) -> dict[str, float]:
+    """Mean loss over ``config.eval_iters`` batches of each split, in eval mode.
+
+    The batches are drawn from a generator seeded with ``config.seed``, so every
+    evaluation sees the same windows and the curve is not noisier than the model. The
+    losses are read back from the device once per split.
+
+    Args:
+        model: a :class:`TinyDecoder`, possibly wrapped by ``torch.compile`` or DDP.
+        splits: name -> 1-D token stream (already on ``device`` avoids a copy).
+        config: ``batch_size``, ``eval_iters``, ``seed`` and ``autocast_dtype`` are used.
+        device: where batches are made.
+        rank, world_size: with several processes each batch is the global batch of
+            ``world_size * batch_size`` windows, each rank computing its own slice (as in
+            training, see :class:`DeviceBatches`), and the sums are all-reduced: the result
+            is that of one process with ``world_size * batch_size`` windows. Every rank
+            must call this.
+
+    Returns:
+        ``{split name: mean loss in nats per token}``.
+    """
+    device = torch.device(device)
+    block_size = unwrap_model(model).config.block_size
+    was_training = model.training
+    model.eval()
+    result = {}
+    for name, data in splits.items():
+        batches = DeviceBatches(
+            data, block_size, config.batch_size, device, config.seed, rank, world_size
+        )
+        losses = []
+        for _ in range(config.eval_iters):
+            x, y = batches.sample()
+            with autocast_context(device, config):
+                _, loss = model(x, y)
+            losses.append(loss.detach().float())
+        total = sum(torch.stack(losses).tolist())  # one read-back per split
+        if world_size > 1:
+            total = _all_reduce_sum(total, device) / world_size  # mean over equal slices
+        result[name] = total / config.eval_iters
+    model.train(was_training)
+    return result

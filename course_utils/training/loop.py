@@ -1,0 +1,270 @@
+"""The training loop: one step, and :func:`train` around it."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from course_utils.config import TrainConfig
+from course_utils.embedding import check_token_ids, trusted_token_ids
+from course_utils.layers import LayerNorm
+from course_utils.model import TinyDecoder
+from course_utils.training.batches import DeviceBatches
+from course_utils.training.checkpoint import load_checkpoint, save_checkpoint
+from course_utils.training.distributed import (
+    _gather_rng_states,
+    distributed_rank_and_size,
+    unwrap_model,
+    wrap_for_ddp,
+)
+from course_utils.training.evaluation import estimate_loss
+from course_utils.training.history import History
+from course_utils.training.precision import autocast_context, enable_tf32
+from course_utils.training.progress import progress_bar
+from course_utils.training.schedule import learning_rate_at, make_optimizer
+
+
+def set_explicit_layer_norm(model: torch.nn.Module, explicit: bool) -> torch.nn.Module:
+    """Switch every :class:`course_utils.layers.LayerNorm` in ``model`` between the formula
+    written out (``explicit=True``, the teaching path) and the fused ``F.layer_norm``.
+
+    Returns ``model`` (changed in place).
+    """
+    for module in model.modules():
+        if isinstance(module, LayerNorm):
+            module.explicit = explicit
+    return model
+
+
+def training_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    learning_rate: float,
+    config: TrainConfig,
+    device: torch.device | str,
+    need_weights: bool = False,
+) -> torch.Tensor:
+    """One optimizer step: forward, loss, backward, gradient clipping, AdamW update.
+
+    Nothing is read back from the device: the loss is returned as a detached 0-D tensor
+    on the device (call ``.item()`` when you need the number; that waits for the step).
+
+    Args:
+        model: the model to call, possibly compiled or wrapped by DDP.
+        optimizer: its optimizer; every group gets ``learning_rate``.
+        x, y: ``(B, T)`` int64 inputs and targets on the device.
+        config: ``grad_clip`` and ``autocast_dtype`` are used.
+        need_weights: run the teaching path of attention (explicit weights, kept).
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate
+    with autocast_context(torch.device(device), config):
+        _, loss = model(x, y, need_weights=True) if need_weights else model(x, y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if config.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+    optimizer.step()
+    return loss.detach()
+
+
+def _flush_losses(pending: list[torch.Tensor], history: History, world_size: int) -> None:
+    """Move the per-step losses kept on the device to ``history`` (one read-back).
+
+    With several ranks each loss becomes the mean over ranks: the loss of the global batch.
+    Every rank must call this at the same steps (it is a collective then).
+    """
+    if not pending:
+        return
+    values = torch.stack(pending).float()
+    if world_size > 1:
+        dist.all_reduce(values)
+        values /= world_size
+    history.batch_loss.extend(values.tolist())
+    pending.clear()
+
+
+def train(
+    model: TinyDecoder,
+    train_data: torch.Tensor,
+    val_data: torch.Tensor,
+    config: TrainConfig,
+    device: torch.device | str = "cpu",
+    checkpoint_path: str | Path | None = None,
+    resume: bool = False,
+    max_steps: int | None = None,
+    progress: bool = True,
+    compile: bool = False,
+) -> History:
+    """Train ``model`` on random windows of ``train_data``; evaluate on ``val_data``.
+
+    The fast path: both streams are copied to ``device`` once and batches are sampled
+    there; per-step losses stay on the device until the next evaluation, so the loop never
+    waits for the GPU between evaluations; AdamW is fused where available; on CUDA, TF32
+    matrix products and (if ``config.autocast_dtype == "bfloat16"``) bf16 autocast.
+
+    Several processes: if this process belongs to a ``torch.distributed`` group (see
+    :func:`init_distributed`; ``torchrun`` sets it up), the model is wrapped in
+    ``DistributedDataParallel`` (gradients are all-reduced in the backward pass), each rank
+    trains on its own ``config.batch_size`` windows of a common global batch (see
+    :class:`DeviceBatches`; evaluation likewise), each rank's dropout has its own random
+    stream, and only rank 0 shows progress and writes the checkpoint. The run then equals
+    one process with ``world_size * batch_size`` windows per step. Every rank must call
+    ``train`` with the same arguments; every rank returns the same history.
+
+    Args:
+        model: the :class:`TinyDecoder`, already on ``device`` (one already wrapped by
+            ``torch.compile`` works too; pass ``compile=True`` instead).
+        train_data, val_data: 1-D int64 token streams (on any device).
+        config: the run's settings; ``batch_size`` is per process.
+        device: where batches go.
+        checkpoint_path: if given, a checkpoint is written there after every evaluation
+            and when the run stops (so ``max_steps`` loses no step).
+        resume: continue from ``checkpoint_path`` (weights, optimizer, step, history, RNG).
+        max_steps: stop after this step (for a partial run that is resumed later);
+            the schedule still follows ``config.max_iters``.
+        progress: show a tqdm progress bar.
+        compile: run the model through ``torch.compile`` (the first steps are slow while
+            it compiles; pays off on a GPU for long runs).
+
+    Returns:
+        The :class:`History` of the whole run (including the part before a resume).
+
+    Raises:
+        FileNotFoundError: ``resume`` without an existing checkpoint.
+        ValueError: the checkpoint was written for another model config, ``resume``
+            without ``checkpoint_path``, or token ids outside ``[0, vocab_size)``.
+    """
+    device = torch.device(device)
+    step_model: torch.nn.Module = model  # what is called each step (maybe compiled, DDP)
+    model = unwrap_model(model)  # the TinyDecoder: optimizer, checkpoints, config
+    rank, world_size = distributed_rank_and_size()
+    if device.type == "cuda":
+        enable_tf32()
+    block_size = model.config.block_size
+    for data in (train_data, val_data):
+        check_token_ids(data, model.config.vocab_size)  # once here: bad data fails before training
+    optimizer = make_optimizer(model, config)
+    batches = DeviceBatches(
+        train_data, block_size, config.batch_size, device, config.seed, rank, world_size
+    )
+    history, start = History(), 0
+    if resume:
+        if checkpoint_path is None:
+            raise ValueError("resume=True needs a checkpoint_path")
+        start, history = _restore(checkpoint_path, model, optimizer, batches, config, device)
+    elif world_size > 1:
+        torch.manual_seed(config.seed + rank)  # dropout: a different stream on each rank
+    step_model = wrap_for_ddp(step_model, device)
+    if compile:
+        step_model = torch.compile(step_model)
+    stop = config.max_iters if max_steps is None else min(max_steps, config.max_iters)
+    run = _Run(step_model, model, optimizer, batches, config, device, checkpoint_path)
+    run.splits = {"train": batches.data, "val": val_data.to(device)}  # on the device, once
+    tokens_per_step = config.batch_size * block_size * world_size
+    model.train()
+    run.started = time.perf_counter()
+    bar = progress_bar(range(start, stop), enabled=progress and rank == 0)
+    with trusted_token_ids():  # ids checked once above: no read-back per step
+        for step in bar:
+            x, y = batches.sample()
+            loss = training_step(
+                step_model, optimizer, x, y, learning_rate_at(step, config), config, device
+            )
+            run.pending.append(loss)
+            history.tokens += tokens_per_step
+            done = step + 1
+            if done % config.eval_interval == 0 or done == config.max_iters:
+                losses = run.evaluate(history, done)
+                bar.set_postfix(train=f"{losses['train']:.3f}", val=f"{losses['val']:.3f}")
+    _flush_losses(run.pending, history, world_size)
+    if checkpoint_path is not None and stop > start and run.saved_step != stop:
+        run.save(history, stop)  # a partial run (max_steps) keeps every step it trained
+    bar.close()
+    history.seconds += time.perf_counter() - run.started
+    return history
+
+
+def _restore(
+    checkpoint_path: str | Path,
+    model: TinyDecoder,
+    optimizer: torch.optim.Optimizer,
+    batches: DeviceBatches,
+    config: TrainConfig,
+    device: torch.device,
+) -> tuple[int, History]:
+    """Load weights, optimizer, history and every random state; return ``(step, history)``."""
+    rank, world_size = distributed_rank_and_size()
+    state = load_checkpoint(checkpoint_path, model, optimizer)
+    start = state["step"]
+    batches.restore(state["rng"]["batch_generator"], fallback_seed=config.seed + start)
+    per_rank = state["rng"].get("per_rank") or []
+    if world_size > 1 and len(per_rank) == world_size:
+        torch.set_rng_state(per_rank[rank]["torch"])
+        if device.type == "cuda" and per_rank[rank].get("cuda") is not None:
+            torch.cuda.set_rng_state(per_rank[rank]["cuda"], device)
+    else:
+        torch.set_rng_state(state["rng"]["torch"])
+        if state["rng"].get("cuda") and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])  # dropout on the GPU
+        if world_size > 1:
+            warnings.warn(
+                f"the checkpoint has no RNG state for each of {world_size} ranks; dropout "
+                "streams restart from new seeds, so the resumed run is not exact",
+                stacklevel=3,
+            )
+            torch.manual_seed(config.seed + 1000 * start + rank)
+    return start, History(**state["history"])
+
+
+class _Run:
+    """What :func:`train` needs at an evaluation: the models, the data, where to save."""
+
+    def __init__(self, step_model, model, optimizer, batches, config, device, checkpoint_path):
+        self.step_model, self.model, self.optimizer = step_model, model, optimizer
+        self.batches, self.config, self.device = batches, config, device
+        self.checkpoint_path = checkpoint_path
+        self.rank, self.world_size = distributed_rank_and_size()
+        self.splits: dict[str, torch.Tensor] = {}
+        self.pending: list[torch.Tensor] = []  # per-step losses, still on the device
+        self.started = 0.0
+        self.saved_step: int | None = None
+
+    def evaluate(self, history: History, done: int) -> dict[str, float]:
+        """Record the step losses and an evaluation at step ``done``; save a checkpoint."""
+        _flush_losses(self.pending, history, self.world_size)
+        losses = estimate_loss(
+            self.step_model, self.splits, self.config, self.device, self.rank, self.world_size
+        )
+        history.step.append(done)
+        history.train_loss.append(losses["train"])
+        history.val_loss.append(losses["val"])
+        if self.checkpoint_path is not None:
+            self.save(history, done)
+        return losses
+
+    def save(self, history: History, done: int) -> None:
+        """Write the checkpoint of step ``done`` (rank 0 writes; every rank must call this)."""
+        rank_rng_states = _gather_rng_states(self.device, self.world_size)
+        history.seconds += time.perf_counter() - self.started
+        self.started = time.perf_counter()
+        if self.rank == 0:
+            save_checkpoint(
+                self.checkpoint_path,
+                self.model,
+                self.optimizer,
+                done,
+                self.config,
+                history,
+                self.batches.generator,
+                rank_rng_states=rank_rng_states,
+            )
+        if self.world_size > 1:
+            dist.barrier()  # the checkpoint is complete before any rank goes on
+        self.saved_step = done
