@@ -240,15 +240,27 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", torch.cos(angle).float(), persistent=False)  # (max_len, d/2)
         self.register_buffer("sin", torch.sin(angle).float(), persistent=False)  # (max_len, d/2)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """Rotate ``x`` ``(..., T, d_k)`` as positions ``offset .. offset + T - 1``.
+
+        ``offset`` is the number of earlier tokens, e.g. the length of a KV cache
+        (:mod:`course_utils.kv_cache`): a new token is rotated by its absolute position.
+
+        Raises:
+            ValueError: wrong last axis, negative offset, or ``offset + T > max_len``.
+        """
         if x.ndim < 2 or x.shape[-1] != self.head_dim:
             raise ValueError(f"expected (..., T, d_k={self.head_dim}), got {tuple(x.shape)}")
         length = x.shape[-2]
-        if length > self.max_len:
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0 (the number of earlier tokens), got {offset}")
+        if offset + length > self.max_len:
             raise ValueError(
-                f"sequence length T={length} exceeds max_len={self.max_len} of the rotary tables"
+                f"sequence length T={length} at offset={offset} exceeds max_len={self.max_len} "
+                "of the rotary tables; crop the context to max_len tokens"
             )
-        cos, sin = self.cos[:length], self.sin[:length]  # (T, d/2)
+        end = offset + length
+        cos, sin = self.cos[offset:end], self.sin[offset:end]  # (T, d/2)
         # MPS has no complex kernels and torch.compile cannot generate code for them:
         # there, the same rotation written out with real numbers.
         if x.device.type == "mps" or torch.compiler.is_compiling():
