@@ -9,8 +9,18 @@ from course_utils.training.batches import DeviceBatches
 from course_utils.training.distributed import _all_reduce_sum, unwrap_model
 from course_utils.training.precision import autocast_context
 
+# The evaluation batches come from their own random stream, seeded with
+# ``config.seed + EVAL_SEED_OFFSET``: the training batches are drawn from ``config.seed``, so
+# evaluating with that seed would score the "train" split on exactly the first training
+# batches, windows the model was trained on first, not a sample of the split.
+EVAL_SEED_OFFSET = 1_000_003
 
-@torch.no_grad()
+
+def eval_seed(config: TrainConfig) -> int:
+    """The seed of the evaluation batches: ``config.seed + EVAL_SEED_OFFSET``."""
+    return config.seed + EVAL_SEED_OFFSET
+
+
 @torch.no_grad()
 def estimate_loss(
     model: torch.nn.Module,
@@ -20,15 +30,19 @@ def estimate_loss(
     rank: int = 0,
     world_size: int = 1,
 ) -> dict[str, float]:
-    """Mean loss over ``config.eval_iters`` batches of each split, in eval mode.
+    """Mean loss over ``config.eval_iters`` batches of each split, in eval mode, no gradients.
 
-    The batches are drawn from a generator seeded with ``config.seed``, so every
-    evaluation sees the same windows and the curve is not noisier than the model. The
-    losses are read back from the device once per split.
+    Which batches: for each split, ``config.eval_iters`` batches of ``config.batch_size``
+    random windows, drawn by a generator seeded with :func:`eval_seed` (``config.seed +
+    EVAL_SEED_OFFSET``), a stream separate from the training batches (seeded with
+    ``config.seed``). Every evaluation sees the same windows, so the curve is not noisier
+    than the model, and the "train" figure is a fixed random sample of the training split,
+    not the first batches the model trained on. The losses are read back from the device
+    once per split.
 
     Args:
         model: a :class:`TinyDecoder`, possibly wrapped by ``torch.compile`` or DDP.
-        splits: name -> 1-D token stream (already on ``device`` avoids a copy).
+        splits: name -> 1-D int64 token stream ``(N,)`` (already on ``device`` avoids a copy).
         config: ``batch_size``, ``eval_iters``, ``seed`` and ``autocast_dtype`` are used.
         device: where batches are made.
         rank, world_size: with several processes each batch is the global batch of
@@ -38,7 +52,11 @@ def estimate_loss(
             must call this.
 
     Returns:
-        ``{split name: mean loss in nats per token}``.
+        ``{split name: mean cross-entropy in nats per token}`` (Python floats).
+
+    Raises:
+        ValueError, TypeError: from :class:`DeviceBatches` for a stream that is not 1-D
+            integer ids or is not longer than ``block_size``.
     """
     device = torch.device(device)
     block_size = unwrap_model(model).config.block_size
@@ -47,7 +65,7 @@ def estimate_loss(
     result = {}
     for name, data in splits.items():
         batches = DeviceBatches(
-            data, block_size, config.batch_size, device, config.seed, rank, world_size
+            data, block_size, config.batch_size, device, eval_seed(config), rank, world_size
         )
         losses = []
         for _ in range(config.eval_iters):
