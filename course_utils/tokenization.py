@@ -754,8 +754,9 @@ def jieba_tokenizer():
     Returns:
         the loaded ``jieba.Tokenizer``.
     """
-    import jieba
+    from course_utils.quiet_imports import import_jieba
 
+    jieba = import_jieba()  # without setuptools' "pkg_resources is deprecated" warning
     tokenizer = jieba.dt
     with _jieba_lock:
         if not tokenizer.initialized:
