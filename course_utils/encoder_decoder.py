@@ -1,0 +1,384 @@
+"""The paper's encoder–decoder Transformer (Vaswani et al. 2017, §3.1, §3.2.3), pre-LN.
+
+The encoder reads the whole source with bidirectional self-attention (padding hidden); the
+decoder writes the target with masked (causal) self-attention, then *cross-attention*: its
+queries come from the decoder, its keys and values from the encoder's output ("memory"), so
+the weights have shape ``(B, h, T_tgt, T_src)``. Built from the pieces of
+:mod:`course_utils.attention` and :mod:`course_utils.layers`; the tests check it against
+``torch.nn.Transformer(norm_first=True, batch_first=True)`` with the same weights.
+
+Masks follow the course convention: bool, True = may attend. Padding masks are ``(B, T)``
+with True = a real token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils.attention import (
+    MultiHeadAttention,
+    check_input_dtype,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
+from course_utils.embedding import TokenEmbedding, check_token_ids
+from course_utils.layers import FeedForward, LayerNorm
+from course_utils.positional import SinusoidalPositionalEncoding
+
+
+def _key_mask(key_padding_mask: torch.Tensor | None, batch: int, t_k: int) -> torch.Tensor | None:
+    """``(B, T_k)`` bool, True = real -> ``(B, 1, 1, T_k)``, broadcast over heads and queries."""
+    if key_padding_mask is None:
+        return None
+    if key_padding_mask.dtype != torch.bool or key_padding_mask.shape != (batch, t_k):
+        raise ValueError(
+            f"key_padding_mask must be bool of shape (B={batch}, T_k={t_k}) with True = a real "
+            f"token, got {key_padding_mask.dtype} {tuple(key_padding_mask.shape)}; "
+            "build it with ids != pad_id"
+        )
+    return key_padding_mask[:, None, None, :]  # (B, T_k) -> (B, 1, 1, T_k)
+
+
+class CrossAttention(MultiHeadAttention):
+    """Multi-head attention whose queries and keys/values come from different sequences (§3.2.3).
+
+    ``Q = x W^Q`` from the decoder, ``K = memory W^K`` and ``V = memory W^V`` from the encoder
+    output. No causal mask: every target position may read the whole (real) source, because
+    the source is fully known before decoding starts. Same parameters as
+    :class:`MultiHeadAttention` (``w_q``, ``w_k``, ``w_v``, ``w_o``).
+
+    Shapes:
+        x ``(B, T_tgt, C)``, memory ``(B, T_src, C)`` -> ``(B, T_tgt, C)``; with
+        ``need_weights=True`` the weights ``(B, h, T_tgt, T_src)`` are kept in
+        ``self.attention_weights``.
+
+    Raises:
+        ValueError: x or memory not ``(B, T, d_model)``, different batch sizes, or a bad
+            ``memory_key_padding_mask``.
+        TypeError: from :func:`check_input_dtype`.
+    """
+
+    def forward(  # type: ignore[override]
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        memory_key_padding_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> torch.Tensor:
+        for name, tensor in (("x", x), ("memory", memory)):
+            if tensor.ndim != 3 or tensor.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"expected {name} of shape (B, T, d_model={self.d_model}), "
+                    f"got {tuple(tensor.shape)}"
+                )
+            check_input_dtype(tensor, self.w_q.weight)
+        if x.shape[0] != memory.shape[0]:
+            raise ValueError(
+                f"x and memory must have the same batch size, got {x.shape[0]} and "
+                f"{memory.shape[0]}; pass the encoder output of the same source batch"
+            )
+        mask = _key_mask(memory_key_padding_mask, memory.shape[0], memory.shape[1])
+        q = split_heads(self.w_q(x), self.n_heads)  # (B, T_tgt, C) -> (B, h, T_tgt, d_k)
+        k = split_heads(self.w_k(memory), self.n_heads)  # (B, T_src, C) -> (B, h, T_src, d_k)
+        v = split_heads(self.w_v(memory), self.n_heads)  # (B, T_src, C) -> (B, h, T_src, d_k)
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+            self.attention_weights = weights.detach()  # (B, h, T_tgt, T_src)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        return self.output_dropout(self.w_o(merge_heads(out)))  # (B,h,T_tgt,d_k)->(B,T_tgt,C)
+
+
+class EncoderBlock(nn.Module):
+    """Pre-LN encoder block: bidirectional self-attention, then the FFN (§3.1).
+
+    ``x = x + attention(ln_1(x))`` with only a key-padding mask (every real token sees every
+    real token, left and right), then ``x = x + ffn(ln_2(x))``.
+
+    Shapes: ``(B, T_src, C)`` -> ``(B, T_src, C)``; ``key_padding_mask`` ``(B, T_src)`` bool.
+
+    Raises:
+        ValueError: from :class:`MultiHeadAttention`, or a bad ``key_padding_mask``.
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, activation="relu"
+    ):
+        super().__init__()
+        self.ln_1 = LayerNorm(d_model)
+        self.attention = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.ln_2 = LayerNorm(d_model)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        key_padding_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> torch.Tensor:
+        mask = _key_mask(key_padding_mask, x.shape[0], x.shape[1])
+        x = x + self.attention(self.ln_1(x), mask=mask, need_weights=need_weights)
+        return x + self.feed_forward(self.ln_2(x))
+
+
+class CrossDecoderBlock(nn.Module):
+    """Pre-LN decoder block of the encoder–decoder: three sub-layers (§3.1).
+
+    ``y = y + self_attention(ln_1(y))`` with a causal mask; ``y = y +
+    cross_attention(ln_2(y), memory)`` (queries from y, keys/values from the encoder);
+    ``y = y + ffn(ln_3(y))``. The target needs no padding mask: padding sits at the right
+    end, and the causal mask already hides it from every real position.
+
+    Shapes: y ``(B, T_tgt, C)``, memory ``(B, T_src, C)`` -> ``(B, T_tgt, C)``.
+
+    Raises:
+        ValueError: from the attention modules (bad shapes or masks).
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, activation="relu"
+    ):
+        super().__init__()
+        self.ln_1 = LayerNorm(d_model)
+        self.self_attention = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.ln_2 = LayerNorm(d_model)
+        self.cross_attention = CrossAttention(d_model, n_heads, dropout=dropout)
+        self.ln_3 = LayerNorm(d_model)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
+
+    def forward(
+        self,
+        y: torch.Tensor,
+        memory: torch.Tensor,
+        memory_key_padding_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> torch.Tensor:
+        y = y + self.self_attention(self.ln_1(y), is_causal=True, need_weights=need_weights)
+        y = y + self.cross_attention(
+            self.ln_2(y), memory, memory_key_padding_mask, need_weights=need_weights
+        )
+        return y + self.feed_forward(self.ln_3(y))
+
+
+@dataclass
+class EncoderDecoderConfig:
+    """Hyper-parameters of :class:`EncoderDecoder`.
+
+    Attributes:
+        src_vocab_size, tgt_vocab_size: vocabulary sizes of the two sides.
+        d_model, n_heads, d_ff: widths (d_k = d_model / n_heads).
+        n_encoder_layers, n_decoder_layers: stack depths (6 and 6 in the paper).
+        max_len: the longest source or target, in tokens (rows of the sinusoidal table).
+        dropout: dropout probability in training.
+        activation: ``"relu"`` (the paper, and ``nn.Transformer``'s default) or ``"gelu"``.
+        shared_embeddings: one table for source and target (needs one vocabulary, §3.4).
+        pad_id: the padding id of both sides.
+
+    Raises:
+        ValueError: a size is not positive, d_model not divisible by n_heads or odd, or
+            shared embeddings with two vocabulary sizes.
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int
+    n_heads: int
+    d_ff: int
+    n_encoder_layers: int
+    n_decoder_layers: int
+    max_len: int
+    dropout: float = 0.0
+    activation: str = "relu"
+    shared_embeddings: bool = False
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        sizes = ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len")
+        for name in (*sizes, "n_encoder_layers", "n_decoder_layers"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
+        if self.d_model % self.n_heads or self.d_model % 2:
+            raise ValueError(
+                f"d_model={self.d_model} must be even (sin/cos pairs) and divisible by "
+                f"n_heads={self.n_heads}"
+            )
+        if self.shared_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(
+                f"shared_embeddings needs one vocabulary, got src_vocab_size="
+                f"{self.src_vocab_size} and tgt_vocab_size={self.tgt_vocab_size}; "
+                "use shared_embeddings=False or a joint vocabulary"
+            )
+
+
+class EncoderDecoder(nn.Module):
+    """Source ids -> encoder -> memory; target ids + memory -> decoder -> logits (§3.1).
+
+    Embeddings are multiplied by sqrt(d_model) and get the sinusoidal positions of §3.5 added;
+    each stack ends with a final LayerNorm (needed with pre-LN). The LM head shares its matrix
+    with the target embedding (§3.4); with ``shared_embeddings`` the source uses that same
+    table too. Tables start from N(0, 0.02) (:class:`TokenEmbedding`), so the initial logits
+    are small and the loss at initialisation is close to ln(tgt_vocab_size).
+
+    Args:
+        config: an :class:`EncoderDecoderConfig`.
+
+    Shapes:
+        src ``(B, T_src)`` and tgt ``(B, T_tgt)`` int64 -> logits ``(B, T_tgt, tgt_vocab_size)``.
+    """
+
+    def __init__(self, config: EncoderDecoderConfig):
+        super().__init__()
+        self.config = c = config
+        self.tgt_embedding = TokenEmbedding(c.tgt_vocab_size, c.d_model)
+        self.src_embedding = (
+            self.tgt_embedding
+            if c.shared_embeddings
+            else TokenEmbedding(c.src_vocab_size, c.d_model)
+        )
+        self.position = SinusoidalPositionalEncoding(c.max_len, c.d_model)
+        self.dropout = nn.Dropout(c.dropout)
+        self.encoder_blocks = nn.ModuleList(
+            EncoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation)
+            for _ in range(c.n_encoder_layers)
+        )
+        self.encoder_norm = LayerNorm(c.d_model)
+        self.decoder_blocks = nn.ModuleList(
+            CrossDecoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation)
+            for _ in range(c.n_decoder_layers)
+        )
+        self.decoder_norm = LayerNorm(c.d_model)
+        self.lm_head = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        self.lm_head.weight = self.tgt_embedding.weight  # weight tying (§3.4)
+
+    def num_parameters(self) -> int:
+        """Number of trainable values (shared matrices counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def _embed(self, ids: torch.Tensor, table: TokenEmbedding, name: str) -> torch.Tensor:
+        if not isinstance(ids, torch.Tensor) or ids.ndim != 2:
+            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+            raise ValueError(f"{name} must be (B, T) token ids, got {shape}; add a batch axis")
+        check_token_ids(ids, table.vocab_size)
+        return self.dropout(self.position(table(ids)))  # (B, T) -> (B, T, C)
+
+    def encode(
+        self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None, **kwargs
+    ) -> torch.Tensor:
+        """Encoder output ("memory") ``(B, T_src, C)`` of ``src`` ``(B, T_src)``.
+
+        ``src_key_padding_mask`` ``(B, T_src)`` bool (True = real) defaults to
+        ``src != pad_id``. ``need_weights=True`` keeps each block's weights.
+
+        Raises:
+            ValueError / TypeError: bad ids or mask, ``T_src > max_len``.
+        """
+        if src_key_padding_mask is None and isinstance(src, torch.Tensor):
+            src_key_padding_mask = src != self.config.pad_id
+        x = self._embed(src, self.src_embedding, "src")
+        for block in self.encoder_blocks:
+            x = block(x, src_key_padding_mask, **kwargs)  # (B, T_src, C)
+        return self.encoder_norm(x)
+
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        src_key_padding_mask: torch.Tensor | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        """Logits ``(B, T_tgt, tgt_vocab_size)`` of ``tgt`` ``(B, T_tgt)`` reading ``memory``.
+
+        Raises:
+            ValueError / TypeError: bad ids, memory or mask, ``T_tgt > max_len``.
+        """
+        y = self._embed(tgt, self.tgt_embedding, "tgt")
+        for block in self.decoder_blocks:
+            y = block(y, memory, src_key_padding_mask, **kwargs)  # (B, T_tgt, C)
+        return self.lm_head(self.decoder_norm(y))  # (B, T_tgt, C) -> (B, T_tgt, V_tgt)
+
+    def forward(
+        self,
+        src: torch.Tensor,
+        tgt: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Teacher forcing: logits for every target position and, given targets, the loss.
+
+        Args:
+            src: ``(B, T_src)`` source ids, right-padded with ``pad_id``.
+            tgt: ``(B, T_tgt)`` decoder input ids (start token first).
+            targets: optional ``(B, T_tgt)``, the next target token at each position;
+                ``pad_id`` positions are left out of the loss.
+            need_weights: keep the attention weights of every block (teaching path).
+
+        Returns:
+            ``(logits, loss)``: logits ``(B, T_tgt, V_tgt)``; the mean cross-entropy in nats
+            over non-pad targets, or None.
+
+        Raises:
+            ValueError / TypeError: bad ids, or targets not shaped like ``tgt``.
+        """
+        src_key_padding_mask = src != self.config.pad_id if isinstance(src, torch.Tensor) else None
+        memory = self.encode(src, src_key_padding_mask, need_weights=need_weights)
+        logits = self.decode(tgt, memory, src_key_padding_mask, need_weights=need_weights)
+        if targets is None:
+            return logits, None
+        if targets.shape != tgt.shape:
+            raise ValueError(
+                f"targets must have the shape of tgt {tuple(tgt.shape)}, got {tuple(targets.shape)}"
+            )
+        loss = F.cross_entropy(
+            logits.flatten(0, 1), targets.flatten(), ignore_index=self.config.pad_id
+        )
+        return logits, loss
+
+    @torch.no_grad()
+    def greedy_decode(
+        self, src: torch.Tensor, start: torch.Tensor, eos_id: int, max_new_tokens: int
+    ) -> torch.Tensor:
+        """Encode once, then append the most likely token until ``<eos>`` or the budget.
+
+        Args:
+            src: ``(B, T_src)`` source ids.
+            start: ``(B, T0)`` the decoder's first tokens (e.g. a target tag).
+            eos_id: end-of-sequence id; after it a row is filled with ``pad_id``.
+            max_new_tokens: at most this many tokens are added (``T0 + max_new_tokens`` must
+                fit in ``max_len``).
+
+        Returns:
+            ``(B, T0 + n)`` int64, ``n <= max_new_tokens`` (stops early when every row ended).
+
+        Raises:
+            ValueError: ``start`` has another batch size than ``src``, or the output would
+                exceed ``max_len``.
+        """
+        if start.ndim != 2 or start.shape[0] != src.shape[0]:
+            raise ValueError(
+                f"start must be (B={src.shape[0]}, T0) token ids, got {tuple(start.shape)}"
+            )
+        if start.shape[1] + max_new_tokens > self.config.max_len:
+            raise ValueError(
+                f"T0={start.shape[1]} + max_new_tokens={max_new_tokens} exceeds max_len="
+                f"{self.config.max_len}; ask for fewer tokens"
+            )
+        was_training = self.training
+        self.eval()
+        src_key_padding_mask = src != self.config.pad_id
+        memory = self.encode(src, src_key_padding_mask)  # the source is read once
+        ids, done = start, torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+        for _ in range(max_new_tokens):
+            logits = self.decode(ids, memory, src_key_padding_mask)[:, -1]  # (B, V_tgt)
+            next_id = logits.argmax(dim=-1).masked_fill(done, self.config.pad_id)
+            ids = torch.cat([ids, next_id[:, None]], dim=1)  # (B, T) -> (B, T + 1)
+            done |= next_id == eos_id
+            if done.all():
+                break
+        self.train(was_training)
+        return ids

@@ -1,0 +1,209 @@
+"""A tiny translation task for the encoder–decoder: English number words to digits or to
+Chinese numerals, e.g. ``"three hundred twelve"`` -> ``"312"`` or ``"三百一十二"``.
+
+Everything is generated in code (no download), deterministically. The source side is a
+sequence of English *words*; the target side a sequence of *characters*. The decoder's first
+input token says which output to write (``<2d>`` digits, ``<2zh>`` Chinese), the way
+multilingual translation models use a target-language tag. Each output character has a
+clear source word it comes from ("3" and "三" from "three"), which makes the cross-attention
+alignment easy to see.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+_ONES = "zero one two three four five six seven eight nine".split()
+_TEENS = "ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+_ZH_DIGITS = "零一二三四五六七八九"
+
+PAD, EOS = "<pad>", "<eos>"
+TARGET_TAGS = {"digits": "<2d>", "chinese": "<2zh>"}
+MAX_NUMBER = 999
+
+
+def _check_number(n: int) -> None:
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_NUMBER:
+        raise ValueError(f"n must be an int in [0, {MAX_NUMBER}], got {n!r}")
+
+
+def number_to_words(n: int) -> str:
+    """English words for ``n``, space-separated, without "and" or hyphens.
+
+    ``312`` -> ``"three hundred twelve"``, ``40`` -> ``"forty"``, ``0`` -> ``"zero"``.
+
+    Raises:
+        ValueError: ``n`` is not an int in ``[0, 999]``.
+    """
+    _check_number(n)
+    if n == 0:
+        return "zero"
+    words = []
+    hundreds, rest = divmod(n, 100)
+    if hundreds:
+        words += [_ONES[hundreds], "hundred"]
+    if 10 <= rest < 20:
+        words.append(_TEENS[rest - 10])
+    else:
+        tens, ones = divmod(rest, 10)
+        if tens:
+            words.append(_TENS[tens])
+        if ones:
+            words.append(_ONES[ones])
+    return " ".join(words)
+
+
+def number_to_chinese(n: int) -> str:
+    """Chinese numerals for ``n`` in the usual written form.
+
+    ``312`` -> ``"三百一十二"``, ``305`` -> ``"三百零五"``, ``110`` -> ``"一百一十"``,
+    ``15`` -> ``"十五"`` (a leading 一 is dropped before 十 only when there is no 百).
+
+    Raises:
+        ValueError: ``n`` is not an int in ``[0, 999]``.
+    """
+    _check_number(n)
+    if n < 10:
+        return _ZH_DIGITS[n]
+    hundreds, rest = divmod(n, 100)
+    tens, ones = divmod(rest, 10)
+    text = f"{_ZH_DIGITS[hundreds]}百" if hundreds else ""
+    if tens:
+        text += ("" if tens == 1 and not hundreds else _ZH_DIGITS[tens]) + "十"
+    elif hundreds and ones:
+        text += "零"  # 305 -> 三百零五: the empty tens place is read as 零
+    if ones:
+        text += _ZH_DIGITS[ones]
+    return text
+
+
+@dataclass
+class NumberTask:
+    """Vocabularies and batches of the number-translation task.
+
+    Attributes:
+        source_vocab: sorted English words after ``<pad>`` (id 0).
+        target_vocab: ``<pad>`` (id 0), ``<eos>``, the two target tags, then digits and
+            Chinese numeral characters (sorted, so ids never change between runs).
+    """
+
+    source_vocab: list[str]
+    target_vocab: list[str]
+
+    @classmethod
+    def build(cls) -> NumberTask:
+        """The vocabularies of every number in ``[0, 999]``."""
+        words = {w for n in range(MAX_NUMBER + 1) for w in number_to_words(n).split()}
+        chars = {c for n in range(MAX_NUMBER + 1) for c in str(n) + number_to_chinese(n)}
+        return cls([PAD, *sorted(words)], [PAD, EOS, *TARGET_TAGS.values(), *sorted(chars)])
+
+    @property
+    def pad_id(self) -> int:
+        return 0
+
+    @property
+    def eos_id(self) -> int:
+        return self.target_vocab.index(EOS)
+
+    def tag_id(self, output: str) -> int:
+        """Id of the decoder's start token for ``output`` (``"digits"`` or ``"chinese"``).
+
+        Raises:
+            ValueError: unknown output.
+        """
+        if output not in TARGET_TAGS:
+            raise ValueError(f"output must be one of {sorted(TARGET_TAGS)}, got {output!r}")
+        return self.target_vocab.index(TARGET_TAGS[output])
+
+    def encode_source(self, words: str) -> list[int]:
+        """Word ids of an English number, e.g. ``"three hundred twelve"``.
+
+        Raises:
+            ValueError: a word outside the vocabulary.
+        """
+        unknown = [w for w in words.split() if w not in self.source_vocab]
+        if unknown:
+            raise ValueError(f"unknown source words {unknown}; the task knows {self.source_vocab}")
+        return [self.source_vocab.index(w) for w in words.split()]
+
+    def target_text(self, n: int, output: str) -> str:
+        """The reference output for ``n``: ``str(n)`` or :func:`number_to_chinese`."""
+        self.tag_id(output)
+        return str(n) if output == "digits" else number_to_chinese(n)
+
+    def decode_target(self, ids: list[int] | torch.Tensor) -> str:
+        """Characters of target ids up to the first ``<eos>``, skipping tags and padding."""
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        text = []
+        for i in ids:
+            if i == self.eos_id:
+                break
+            if i != self.pad_id and self.target_vocab[i] not in TARGET_TAGS.values():
+                text.append(self.target_vocab[i])
+        return "".join(text)
+
+    def batch(self, numbers: list[int], outputs: list[str]) -> dict[str, torch.Tensor]:
+        """Padded tensors for pairs ``(numbers[i], outputs[i])``, ready for teacher forcing.
+
+        Returns:
+            ``{"src": (B, T_src), "tgt_in": (B, T_tgt), "tgt_out": (B, T_tgt)}``, int64,
+            right-padded with 0. ``tgt_in`` is ``[tag, c_1 .. c_n]`` and ``tgt_out`` is
+            ``[c_1 .. c_n, <eos>]``: the same sequence shifted by one, so position ``t``
+            predicts the token after the ones it has seen.
+
+        Raises:
+            ValueError: the two lists differ in length or are empty; a bad number or output.
+        """
+        if len(numbers) != len(outputs) or not numbers:
+            raise ValueError(
+                f"numbers and outputs must be non-empty and equally long, got {len(numbers)} "
+                f"and {len(outputs)}"
+            )
+        sources, inputs, labels = [], [], []
+        for n, output in zip(numbers, outputs):
+            sources.append(self.encode_source(number_to_words(n)))
+            chars = [self.target_vocab.index(c) for c in self.target_text(n, output)]
+            inputs.append([self.tag_id(output), *chars])
+            labels.append([*chars, self.eos_id])
+        return {
+            "src": _pad(sources),
+            "tgt_in": _pad(inputs),
+            "tgt_out": _pad(labels),
+        }
+
+
+def _pad(rows: list[list[int]]) -> torch.Tensor:
+    out = torch.zeros(len(rows), max(len(r) for r in rows), dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row)
+    return out
+
+
+def split_numbers(test_fraction: float = 0.2, seed: int = 0) -> tuple[list[int], list[int]]:
+    """Shuffle ``0 .. 999`` with ``seed`` and hold out ``test_fraction`` of them.
+
+    A held-out number is never seen in training, in either output, so test accuracy measures
+    whether the model composes words it knows ("three", "hundred", "twelve") into a number it
+    has not seen.
+
+    Returns:
+        ``(train_numbers, test_numbers)``, each sorted.
+
+    Raises:
+        ValueError: ``test_fraction`` outside ``(0, 1)``.
+    """
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    numbers = list(range(MAX_NUMBER + 1))
+    random.Random(seed).shuffle(numbers)
+    n_test = round(test_fraction * len(numbers))
+    return sorted(numbers[n_test:]), sorted(numbers[:n_test])
+
+
+def all_pairs(numbers: list[int]) -> tuple[list[int], list[str]]:
+    """Every number twice, once per output: ``([n, n, ...], ["digits", "chinese", ...])``."""
+    return [n for n in numbers for _ in TARGET_TAGS], [o for _ in numbers for o in TARGET_TAGS]
