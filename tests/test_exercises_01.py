@@ -3,6 +3,7 @@ wrong ones with a message that says what is wrong, and never raises."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -33,6 +34,18 @@ def count_pairs_as_set(ids):
     return set(zip(ids, ids[1:]))
 
 
+def count_pairs_never_incremented(ids):
+    return {pair: 1 for pair in zip(ids, ids[1:])}  # forgot to add 1 on a repeat
+
+
+def test_count_pairs_all_ones_is_not_called_a_missing_last_pair(capsys):
+    # On [1, 2, 3, 1, 2] alone, "all counts 1" and "last pair missing" give the same dict; the
+    # hint must still name the real mistake (issue 15).
+    assert check_count_pairs(count_pairs_never_incremented) is False
+    out = _verdict(capsys)
+    assert "every count is 1" in out and "last pair" not in out
+
+
 def test_count_pairs_accepts_a_counter_and_a_dict(capsys):
     assert check_count_pairs(count_pairs_right) is True
     assert _verdict(capsys) == "✅ count_pairs: correct"
@@ -52,6 +65,9 @@ def test_count_pairs_accepts_a_counter_and_a_dict(capsys):
         (count_pairs_two_by_two, "pairs overlap"),
         (count_pairs_missing_last, "the last pair is missing"),
         (count_pairs_as_set, "should return a dict"),
+        (count_pairs_never_incremented, "every count is 1"),
+        (lambda ids: count_pairs_right(ids[1:]), "the first pair is missing"),
+        (lambda ids: count_pairs_right(ids[::-1]), "the pairs are reversed"),
     ],
 )
 def test_count_pairs_rejects_typical_mistakes(capsys, wrong, message):
@@ -157,6 +173,33 @@ def join_between_only(encoding, documents):
     return join_right(encoding, documents)[:-1]
 
 
+def join_separator_first(encoding, documents):
+    return [encoding.eot_token] + join_right(encoding, documents)[:-1]
+
+
+def join_without_separator(encoding, documents):
+    return [i for d in documents for i in encoding.encode_ordinary(d)]
+
+
+def join_special_inside_documents(encoding, documents):
+    ids = []
+    for document in documents:
+        ids += encoding.encode(document, allowed_special="all") + [encoding.eot_token]
+    return ids
+
+
+def join_reversed(encoding, documents):
+    return join_right(encoding, documents[::-1])
+
+
+def test_join_documents_never_answers_n_ids_expected_n(capsys):
+    # Same length, different ids: the message must say where, not "returned 25, expected 25".
+    for wrong in (join_separator_first, join_reversed, join_special_inside_documents):
+        assert check_join_documents(wrong) is False
+        out = _verdict(capsys)
+        assert not re.search(r"returned (\d+) ids, expected \1\b", out), out
+
+
 def test_join_documents_accepts_the_right_answer(capsys):
     assert check_join_documents(join_right) is True
     assert _verdict(capsys) == "✅ join_documents: correct"
@@ -168,7 +211,12 @@ def test_join_documents_accepts_the_right_answer(capsys):
         (join_as_text, "came out as ordinary text tokens"),
         (join_allowing_special_everywhere, "inside a document became the special token"),
         (join_hard_coded, "uses id 100257; take the id from encoding.eot_token"),
-        (join_between_only, "expected"),
+        (join_between_only, "the last document has no <|endoftext|> after it"),
+        (join_separator_first, "<|endoftext|> comes before each document"),
+        (join_without_separator, "no <|endoftext|> at all"),
+        (join_special_inside_documents, "inside a document became the special token"),
+        (join_reversed, "the ids first differ at position 0"),
+        (lambda encoding, documents: join_right(encoding, documents) + [0], "the first 25 agree"),
     ],
 )
 def test_join_documents_rejects_typical_mistakes(capsys, wrong, message):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+import torch
 import torch.nn.functional as F
 
 from course_utils.exercises import check_one_hot_lookup, check_scaled_embedding
@@ -23,7 +25,8 @@ def test_one_hot_lookup_rejects_a_missing_num_classes(capsys):
 
     assert check_one_hot_lookup(wrong) is False
     out = capsys.readouterr().out
-    assert "❌" in out and "raised RuntimeError" in out
+    assert "❌" in out and "without num_classes makes max(ids) + 1 = 9 columns, not V = 10" in out
+    assert "raised" not in out  # a hint in the course's words, not the raw matmul error
 
 
 def test_one_hot_lookup_rejects_integer_one_hot(capsys):
@@ -31,7 +34,31 @@ def test_one_hot_lookup_rejects_integer_one_hot(capsys):
         return F.one_hot(ids, weight.shape[0]) @ weight
 
     assert check_one_hot_lookup(wrong) is False
-    assert "raised RuntimeError" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "one-hot matrix is torch.int64" in out and ".to(W.dtype)" in out
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        lambda ids, weight: weight[ids],
+        lambda ids, weight: F.embedding(ids, weight),
+        lambda ids, weight: weight.index_select(0, ids.flatten()).view(*ids.shape, -1),
+        lambda ids, weight: torch.nn.Embedding.from_pretrained(weight)(ids),
+    ],
+)
+def test_one_hot_lookup_rejects_the_forbidden_direct_lookup(capsys, lookup):
+    # Right numbers, but the exercise is to replace the lookup by a product.
+    assert check_one_hot_lookup(lookup) is False
+    assert "reads rows of W directly" in capsys.readouterr().out
+
+
+def test_one_hot_lookup_accepts_a_one_hot_built_by_hand(capsys):
+    def right(ids, weight):
+        one_hot = ids[..., None] == torch.arange(weight.shape[0])  # (B, T, V) bool
+        return one_hot.to(weight.dtype) @ weight
+
+    assert check_one_hot_lookup(right) is True
 
 
 def test_one_hot_lookup_rejects_the_wrong_rows(capsys):

@@ -67,13 +67,40 @@ def test_head_queries_accepts_the_column_block(capsys):
 
 
 @pytest.mark.parametrize(
+    "block",
+    [
+        lambda w, i, h: w.split(w.shape[1] // h, dim=1)[i],
+        lambda w, i, h: w.chunk(h, dim=-1)[i],
+        lambda w, i, h: w.view(w.shape[0], h, -1)[:, i],
+    ],
+)
+def test_head_queries_accepts_other_ways_to_take_the_columns(block, capsys):
+    assert verdict(check_head_queries, lambda x, w, i, h: x @ block(w, i, h), capsys)[0] is True
+
+
+@pytest.mark.parametrize(
     ("wrong", "message"),
     [
-        # rows instead of columns: (d_k, C) cannot multiply (B, T, C)
-        (lambda x, w, i, h: x @ w[i * 8 : (i + 1) * 8], "raised RuntimeError"),
+        # rows instead of columns: (d_k, C) cannot multiply (B, T, C); named, not a raw error
+        (lambda x, w, i, h: x @ w[i * 8 : (i + 1) * 8], "slices rows of W_q"),
+        (lambda x, w, i, h: x @ w[i * 8 : (i + 1) * 8, :], "slices rows of W_q"),
+        # the forbidden "project everything, then slice": right numbers, wrong method
+        (
+            lambda x, w, i, h: (x @ w)[..., i * (w.shape[1] // h) : (i + 1) * (w.shape[1] // h)],
+            "computes the full projection x @ W_q",
+        ),
+        (
+            lambda x, w, i, h: split_heads_right(torch.matmul(x, w), h)[:, i],
+            "computes the full projection x @ W_q",
+        ),
         # the full projection viewed without the transpose
         (
             lambda x, w, i, h: (x @ w).view(x.shape[0], h, x.shape[1], -1)[:, i],
+            "computes the full projection x @ W_q",
+        ),
+        # a transposed block: rows of W_q taken through W_q.T
+        (
+            lambda x, w, i, h: x @ w.T[:, i * (w.shape[1] // h) : (i + 1) * (w.shape[1] // h)],
             "head=0, n_heads=3) with C=24 differs by up to",
         ),
         # always head 0
@@ -144,7 +171,10 @@ def test_causal_mask_accepts_the_lower_triangle(capsys):
     [
         (lambda n: torch.ones(n, n, dtype=torch.bool).triu(), "upper triangle"),
         (lambda n: torch.ones(n, n).tril(), "dtype torch.float32, expected torch.bool"),
-        (lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1), "first at index (0, 0)"),
+        (lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1), "hides the diagonal"),
+        # nn.MultiheadAttention's convention, True = hidden: recognised and named
+        (lambda n: torch.ones(n, n, dtype=torch.bool).triu(1), "True = hidden"),
+        (lambda n: ~torch.ones(n, n, dtype=torch.bool).tril(), "nn.MultiheadAttention"),
     ],
 )
 def test_causal_mask_rejects(wrong, message, capsys):
@@ -167,10 +197,12 @@ def test_padding_mask_accepts_b11t(capsys):
             lambda lengths, n: (torch.arange(n) <= torch.tensor(lengths)[:, None])[:, None, None],
             "first at index (1, 0, 0, 4)",
         ),
+        # nn.MultiheadAttention's key_padding_mask convention, True = padding: named
         (
             lambda lengths, n: (torch.arange(n) >= torch.tensor(lengths)[:, None])[:, None, None],
-            "differs at",
+            "True at the padding: True = hidden",
         ),
+        (lambda lengths, n: torch.arange(n) >= torch.tensor(lengths)[:, None], "~mask"),
     ],
 )
 def test_padding_mask_rejects(wrong, message, capsys):
@@ -178,12 +210,43 @@ def test_padding_mask_rejects(wrong, message, capsys):
     assert result is False and message in out
 
 
+def masked_softmax_right(scores, mask):
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+
+
+def masked_softmax_minus_1e9(scores, mask):
+    weights = torch.softmax(scores.masked_fill(mask == 0, -1e9), dim=-1)
+    return weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+
+
 def test_masked_softmax_accepts_zero_rows(capsys):
+    assert verdict(check_masked_softmax, masked_softmax_right, capsys) == (
+        True,
+        "✅ masked_softmax: correct\n",
+    )
+
+
+def test_masked_softmax_accepts_the_dtype_minimum(capsys):
     def right(scores, mask):
-        weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+        weights = torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1)
         return weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
 
-    assert verdict(check_masked_softmax, right, capsys) == (True, "✅ masked_softmax: correct\n")
+    assert verdict(check_masked_softmax, right, capsys)[0] is True
+
+
+def test_the_minus_1e9_answer_is_right_in_float32_and_bfloat16():
+    # So the checker rejects it only because of float16 (the mistake it teaches), which this
+    # pins down: bfloat16 has float32's range and represents -1e9.
+    for dtype in (torch.float32, torch.bfloat16):
+        scores = torch.randn(2, 3, 6, 6).to(dtype)
+        mask = torch.ones(6, 6, dtype=torch.bool).tril()
+        mask = mask & (torch.arange(6) >= torch.tensor([[0], [2]]))[:, None, None, :]
+        torch.testing.assert_close(
+            masked_softmax_minus_1e9(scores, mask), masked_softmax_right(scores, mask)
+        )
+    with pytest.raises(RuntimeError, match="overflow"):
+        masked_softmax_minus_1e9(torch.zeros(6, 6).half(), torch.ones(6, 6, dtype=torch.bool))
 
 
 @pytest.mark.parametrize(
@@ -193,6 +256,11 @@ def test_masked_softmax_accepts_zero_rows(capsys):
         (lambda s, m: torch.softmax(s.masked_fill(~m, -1e9), -1), "uniform"),
         (lambda s, m: torch.softmax(s, -1) * m, "differs by up to"),
         (lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), -2), "NaN"),
+        # the popular -1e9 fill, empty rows zeroed: right in float32 and bfloat16, but -1e9
+        # overflows float16, and the checker must say that, not just "raised"
+        (masked_softmax_minus_1e9, "-1e9 does not fit in torch.float16"),
+        # float32 weights for float16 scores: silently leaves mixed precision
+        (lambda s, m: masked_softmax_right(s.float(), m), "keep the scores' dtype torch.float16"),
     ],
 )
 def test_masked_softmax_rejects(wrong, message, capsys):

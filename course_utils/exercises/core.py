@@ -91,3 +91,40 @@ def expect_error(exception: type[BaseException], match: str | None = None) -> It
         print(f"{type(error).__name__} raised, as expected: {error}")
     else:
         raise AssertionError(f"expected {exception.__name__}, but nothing was raised")
+
+
+class TorchCall:
+    """One torch function or tensor method the student's code called: ``name``, ``args``,
+    ``kwargs`` (recorded by :func:`record_torch_calls`)."""
+
+    def __init__(self, name: str, args: tuple, kwargs: dict) -> None:
+        self.name, self.args, self.kwargs = name, args, kwargs
+
+    def uses(self, tensor: torch.Tensor) -> bool:
+        """Whether ``tensor`` (or a view of the same memory and shape) is a positional argument."""
+        return any(
+            isinstance(arg, torch.Tensor)
+            and arg.shape == tensor.shape
+            and arg.data_ptr() == tensor.data_ptr()
+            for arg in self.args
+        )
+
+
+@contextlib.contextmanager
+def record_torch_calls() -> Iterator[list[TorchCall]]:
+    """Record the torch functions and tensor methods called inside the block, so a checker can
+    tell *how* an answer was computed (e.g. ``W[ids]`` where the exercise asks for
+    ``one_hot(ids) @ W``). Uses :class:`torch.overrides.TorchFunctionMode`; the calls still run.
+    """
+    from torch.overrides import TorchFunctionMode
+
+    calls: list[TorchCall] = []
+
+    class _Recorder(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            calls.append(TorchCall(getattr(func, "__name__", str(func)), tuple(args), kwargs))
+            return func(*args, **kwargs)
+
+    with _Recorder():
+        yield calls

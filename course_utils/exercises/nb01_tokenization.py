@@ -7,39 +7,81 @@ from collections.abc import Callable
 from course_utils.exercises.core import run_check
 
 
+def _counts(pairs) -> dict[tuple[int, int], int]:
+    counts: dict[tuple[int, int], int] = {}
+    for pair in pairs:
+        counts[pair] = counts.get(pair, 0) + 1
+    return counts
+
+
+# The usual mistakes, each as a function of ids, with the hint that names it.
+_PAIR_MISTAKES = [
+    (
+        lambda ids: {pair: 1 for pair in zip(ids, ids[1:])},
+        "every count is 1: the pairs are right but a repeated pair is not counted again; "
+        "add 1 to its count each time: counts[pair] = counts.get(pair, 0) + 1",
+    ),
+    (
+        lambda ids: _counts(zip(ids[::2], ids[1::2])),
+        "pairs overlap: [a, b, c] holds (a, b) and (b, c), so step by one",
+    ),
+    (
+        lambda ids: _counts(zip(ids[:-1], ids[1:-1])),
+        "the last pair is missing (there are len(ids) - 1 pairs)",
+    ),
+    (
+        lambda ids: _counts(zip(ids[1:], ids[2:])),
+        "the first pair is missing (there are len(ids) - 1 pairs)",
+    ),
+    (
+        lambda ids: _counts(zip(ids[1:], ids)),
+        "the pairs are reversed: write (left, right) = (ids[i], ids[i + 1])",
+    ),
+]
+
+
+def _pairs_hint(answers: dict[tuple[int, ...], dict]) -> str:
+    """Name the mistake that explains the answers to *every* case (one case alone can be
+    ambiguous: on [1, 2, 3, 1, 2] "all counts 1" and "last pair missing" agree), or ''."""
+    for mistake, hint in _PAIR_MISTAKES:
+        if all(answer == mistake(list(ids)) for ids, answer in answers.items()):
+            return f"; {hint}"
+    return ""
+
+
 def check_count_pairs(count_pairs: Callable) -> bool:
     """Check ``count_pairs(ids)``: how often each pair of adjacent ids occurs, as a dict
     ``{(left, right): count}`` (a ``Counter`` is fine). This is the statistic BPE training
     maximises (Sennrich et al. 2016, §3.2).
 
     Cases include ``[5, 5, 5]``, where the pair ``(5, 5)`` occurs twice (pairs overlap), and
-    sequences of length 1 and 0 (no pairs). Says when the pairs were taken two by two or the
-    last pair was missed.
+    sequences of length 1 and 0 (no pairs). Names the usual mistakes: every count left at 1,
+    pairs taken two by two, the first or last pair missed, (right, left) pairs.
     """
-    cases = [[1, 2, 3, 1, 2], [5, 5, 5], [104, 101, 108, 108, 111, 32, 104, 101], [7], []]
+    cases = [
+        [1, 2, 3, 1, 2],
+        [3, 1, 2, 1, 2, 4],
+        [5, 5, 5],
+        [104, 101, 108, 108, 111, 32, 104, 101],
+        [7],
+        [],
+    ]
 
     def attempt() -> str | None:
+        answers = {}
         for ids in cases:
-            expected: dict[tuple[int, int], int] = {}
-            for pair in zip(ids, ids[1:]):
-                expected[pair] = expected.get(pair, 0) + 1
             answer = count_pairs(list(ids))
-            call = f"count_pairs({ids})"
             if not isinstance(answer, dict):
                 kind = type(answer).__name__
-                return f"{call} should return a dict {{(left, right): count}}, got {kind}"
-            answer = {pair: count for pair, count in answer.items() if count != 0}
-            if answer == expected:
-                continue
-            two_by_two: dict[tuple[int, int], int] = {}
-            for pair in zip(ids[::2], ids[1::2]):
-                two_by_two[pair] = two_by_two.get(pair, 0) + 1
-            hint = ""
-            if answer == two_by_two:
-                hint = "; pairs overlap: [a, b, c] holds (a, b) and (b, c), so step by one"
-            elif len(ids) > 1 and sum(answer.values()) == len(ids) - 2:
-                hint = "; the last pair is missing (there are len(ids) - 1 pairs)"
-            return f"{call} returned {answer}, expected {expected}{hint}"
+                return (
+                    f"count_pairs({ids}) should return a dict {{(left, right): count}}, got {kind}"
+                )
+            answers[tuple(ids)] = {pair: count for pair, count in answer.items() if count != 0}
+        for ids, answer in answers.items():
+            expected = _counts(zip(ids, ids[1:]))
+            if answer != expected:
+                hint = _pairs_hint(answers)
+                return f"count_pairs({list(ids)}) returned {answer}, expected {expected}{hint}"
         return None
 
     return run_check("count_pairs", attempt)
@@ -86,6 +128,43 @@ def check_merge_pair(merge_pair: Callable) -> bool:
     return run_check("merge_pair", attempt)
 
 
+def _join_hint(encoding, documents: list[str], answer: list, expected: list[int]) -> str:
+    """Say how ``answer`` differs from ``expected`` in the exercise's words."""
+    eot = encoding.eot_token
+    if answer == expected[:-1]:
+        return "the last document has no <|endoftext|> after it; end every document with one"
+    if answer == [eot] + expected[:-1]:
+        return "<|endoftext|> comes before each document; it must follow each document"
+    if answer == [i for i in expected if i != eot]:
+        return "no <|endoftext|> at all; append encoding.eot_token after each document"
+    per_document = []
+    for document in documents:
+        per_document += encoding.encode(document, allowed_special="all") + [eot]
+    if answer == per_document:
+        return (
+            "the text '<|endoftext|>' inside a document became the special token; encode "
+            "each document with encode_ordinary"
+        )
+    where = next((i for i, (a, e) in enumerate(zip(answer, expected)) if a != e), None)
+    if where is None:
+        shared = min(len(answer), len(expected))
+        return (
+            f"returned {len(answer)} ids, expected {len(expected)}; the first {shared} agree, "
+            "so ids are missing or extra at the end"
+        )
+
+    def show(token) -> str:
+        try:
+            return repr(encoding.decode([token]))
+        except Exception:  # not a valid id
+            return "not a token id"
+
+    return (
+        f"the ids first differ at position {where}: {answer[where]!r} ({show(answer[where])}) "
+        f"where {expected[where]} ({show(expected[where])}) belongs"
+    )
+
+
 def check_join_documents(join_documents: Callable) -> bool:
     """Check ``join_documents(encoding, documents)``: the ids of each document, each followed
     by the special token ``<|endoftext|>`` (``encoding.eot_token``), as GPT-2-style training
@@ -125,7 +204,7 @@ def check_join_documents(join_documents: Callable) -> bool:
                 )
             if encoding.eot_token not in answer and 100257 in answer:
                 return f"{call} uses id 100257; take the id from encoding.eot_token"
-            return f"{call} returned {len(answer)} ids, expected {len(expected)}: {expected}"
+            return f"{call}: {_join_hint(encoding, documents, answer, expected)}"
         return None
 
     return run_check("join_documents", attempt)

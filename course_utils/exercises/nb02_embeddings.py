@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from course_utils.exercises.core import compare, run_check
+from course_utils.exercises.core import TorchCall, compare, record_torch_calls, run_check
 
 
 def _embedding_case() -> tuple[torch.Tensor, torch.Tensor]:
@@ -17,16 +17,63 @@ def _embedding_case() -> tuple[torch.Tensor, torch.Tensor]:
     return ids, weight
 
 
+_LOOKUPS = {"__getitem__", "embedding", "index_select", "gather", "take", "take_along_dim"}
+
+
+def _one_hot_problem(calls: list[TorchCall], ids: torch.Tensor, weight: torch.Tensor) -> str | None:
+    """What the recorded calls did wrong, in the exercise's words, or None."""
+    for call in calls:
+        if call.name in _LOOKUPS and call.uses(weight):
+            return (
+                f"it reads rows of W directly ({call.name}), the lookup this exercise replaces; "
+                "build the one-hot matrix and multiply: one_hot(ids, num_classes=V) @ W"
+            )
+    for call in calls:
+        if call.name == "one_hot" and "num_classes" not in call.kwargs and len(call.args) < 2:
+            columns = int(ids.max()) + 1
+            return (
+                f"one_hot(ids) without num_classes makes max(ids) + 1 = {columns} columns, not "
+                f"V = {weight.shape[0]} (the largest id here is not V - 1); pass "
+                "num_classes=W.shape[0]"
+            )
+    for call in calls:
+        integer = [
+            a for a in call.args if isinstance(a, torch.Tensor) and not a.is_floating_point()
+        ]
+        if call.name in {"matmul", "__matmul__", "mm", "bmm", "einsum"} and integer:
+            return (
+                f"the one-hot matrix is {integer[0].dtype} (F.one_hot returns integers) and "
+                "cannot multiply the float table; convert it first: one_hot(...).to(W.dtype)"
+            )
+    return None
+
+
 def check_one_hot_lookup(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> bool:
     """Check ``fn(ids, weight)``: the embedding lookup written as ``one_hot(ids) @ weight``.
 
     ``ids`` is ``(B, T)`` int64, ``weight`` is ``(V, d_model)``; the answer must be
-    ``(B, T, d_model)`` and equal ``weight[ids]`` (Vaswani et al. 2017, §3.4).
+    ``(B, T, d_model)`` and equal ``weight[ids]`` (Vaswani et al. 2017, §3.4). The largest id
+    is 8 < V - 1 = 9, so ``one_hot(ids)`` without ``num_classes`` comes out one column short,
+    and the checker says so. Reading the rows directly (``W[ids]``, ``F.embedding``,
+    ``index_select``) gives the right numbers but is the lookup the exercise replaces: rejected.
     """
 
     def attempt() -> str | None:
         ids, weight = _embedding_case()
-        return compare(fn(ids, weight), weight[ids], name="one_hot(ids) @ W")
+        with record_torch_calls() as calls:
+            try:
+                answer = fn(ids, weight)
+            except NotImplementedError:
+                raise
+            except Exception:
+                problem = _one_hot_problem(calls, ids, weight)
+                if problem is None:
+                    raise
+                return problem
+        problem = _one_hot_problem(calls, ids, weight)
+        if problem is not None:
+            return problem
+        return compare(answer, weight[ids], name="one_hot(ids) @ W")
 
     return run_check("embedding lookup as one_hot @ W", attempt)
 
