@@ -14,6 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_utils.masks import (  # noqa: F401  (re-exported: notebooks import them from here)
+    causal_mask,
+    check_key_padding_mask,
+    check_mask,
+    combine_masks,
+    padding_mask,
+)
 from course_utils.positional import RotaryEmbedding
 
 
@@ -56,34 +63,6 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     )  # (B,h,T,d_k)->(B,T,C)
 
 
-def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """Lower-triangular boolean mask, shape ``(T, T)``: query ``t`` may see keys ``0..t``.
-
-    Raises:
-        ValueError: ``size`` is negative.
-    """
-    if size < 0:
-        raise ValueError(f"size must be a sequence length >= 0, got {size}")
-    return torch.ones(size, size, dtype=torch.bool, device=device).tril()
-
-
-def padding_mask(lengths: torch.Tensor | list[int], size: int) -> torch.Tensor:
-    """Boolean key mask for right-padded sequences, shape ``(B, 1, 1, T)``.
-
-    ``mask[b, 0, 0, j]`` is True when key ``j`` is a real token of sequence ``b``
-    (``j < lengths[b]``). The two singleton axes broadcast over heads and queries.
-
-    Raises:
-        ValueError: a length is outside ``[0, size]``.
-    """
-    lengths = torch.as_tensor(lengths)
-    if lengths.ndim != 1 or (lengths < 0).any() or (lengths > size).any():
-        raise ValueError(
-            f"lengths must be a 1-D list of values in [0, {size}], got {lengths.tolist()}"
-        )
-    return (torch.arange(size, device=lengths.device) < lengths[:, None])[:, None, None, :]
-
-
 def check_input_dtype(x: torch.Tensor, weight: torch.Tensor) -> None:
     """Raise a clear error unless ``x`` is float with the dtype of ``weight`` (under autocast,
     any float dtype: autocast converts it).
@@ -103,28 +82,21 @@ def check_input_dtype(x: torch.Tensor, weight: torch.Tensor) -> None:
         )
 
 
-def check_mask(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
-    """Raise a clear error unless ``mask`` is boolean and broadcasts to ``scores_shape``.
+def check_dropout_p(dropout_p: float) -> None:
+    """Raise unless ``dropout_p`` is a probability in ``[0, 1)``.
 
     Raises:
-        TypeError: ``mask`` is not a bool tensor.
-        ValueError: ``mask`` does not broadcast to ``scores_shape`` (``(B, h, T_q, T_k)``).
+        TypeError: not a real number (a bool or a tensor included).
+        ValueError: outside ``[0, 1)``, or NaN.
     """
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        found = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
         raise TypeError(
-            f"mask must be a torch.bool tensor (True = may attend), got {found}; "
-            "for a 0/1 mask use mask.bool()"
+            f"dropout_p must be a float in [0, 1), got {dropout_p!r} ({type(dropout_p).__name__})"
         )
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != torch.Size(scores_shape):
+    if not 0.0 <= dropout_p < 1.0:
         raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
-            f"{tuple(scores_shape)} (B, h, T_q, T_k); use (T_q, T_k) for one mask shared by all, "
-            "or (B, 1, 1, T_k) for per-sequence padding"
+            f"dropout_p must be a probability in [0, 1), got {dropout_p}; use e.g. 0.1 "
+            "(and 0.0 at evaluation)"
         )
 
 
@@ -134,6 +106,8 @@ def scaled_dot_product_attention(
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
     dropout_p: float = 0.0,
+    *,
+    key_padding_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(Q K^T / sqrt(d_k)) V, returning the attention weights too (§3.2.1, Eq. 1).
 
@@ -145,8 +119,11 @@ def scaled_dot_product_attention(
         q: queries ``(..., T_q, d_k)``, e.g. ``(B, h, T_q, d_k)``.
         k: keys ``(..., T_k, d_k)``.
         v: values ``(..., T_k, d_v)``.
-        mask: optional bool, broadcastable to ``(..., T_q, T_k)``; True = may attend.
-        dropout_p: dropout on the weights (pass 0.0 at evaluation).
+        mask: optional bool, broadcastable to ``(..., T_q, T_k)``; True = may attend
+            (``F.scaled_dot_product_attention``'s convention; ``nn.MultiheadAttention``'s
+            True = hidden must be inverted with ``~mask``).
+        dropout_p: dropout on the weights, a float in ``[0, 1)`` (pass 0.0 at evaluation).
+        key_padding_mask: optional bool ``(B, T_k)``, True = a real token (keyword only).
 
     Returns:
         ``(output, weights)``: ``(..., T_q, d_v)`` and ``(..., T_q, T_k)``; each weight row
@@ -154,10 +131,16 @@ def scaled_dot_product_attention(
 
     Raises:
         ValueError: ranks differ, ``d_k`` of q and k differ, k and v disagree on ``T_k``,
-            or the mask does not broadcast.
-        TypeError: a non-float input or a non-bool mask.
+            the mask does not broadcast, a mask looks inverted or ambiguous
+            (:func:`course_utils.masks.combine_masks`), or ``dropout_p`` is outside ``[0, 1)``.
+        TypeError: a non-tensor or non-float input, or a non-bool mask (uint8 included).
     """
     for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(
+                f"{name} must be a float torch.Tensor, got {type(tensor).__name__}; "
+                "convert with torch.as_tensor(..., dtype=torch.float32)"
+            )
         if not tensor.dtype.is_floating_point:
             raise TypeError(f"{name} must be a float tensor, got dtype {tensor.dtype}")
     if not q.dtype == k.dtype == v.dtype:
@@ -175,9 +158,10 @@ def scaled_dot_product_attention(
             f"need q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v); got "
             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
         )
+    check_dropout_p(dropout_p)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, T_k)
+    mask = combine_masks(mask, key_padding_mask, tuple(scores.shape))
     if mask is not None:
-        check_mask(mask, tuple(scores.shape))
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)  # over key positions
     if mask is not None:
@@ -243,16 +227,35 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
+        *,
+        key_padding_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """Self-attention of ``x`` ``(B, T, C)`` -> ``(B, T, C)``.
+
+        Args:
+            x: float ``(B, T, d_model)``.
+            mask: optional bool, broadcastable to ``(B, h, T, T)``; True = may attend.
+            is_causal: also hide future keys (combined with ``mask`` by AND).
+            need_weights: use the explicit path and keep ``self.attention_weights``.
+            key_padding_mask: optional bool ``(B, T)``, True = a real token (keyword only;
+                ``nn.MultiheadAttention``'s ``key_padding_mask`` means the opposite).
+
+        Raises:
+            ValueError: bad shapes, an inverted or ambiguous mask (see :mod:`course_utils.masks`).
+            TypeError: a non-bool mask; x not float, or not the weights' dtype.
+        """
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(
+                f"x must be a float tensor (B, T, d_model={self.d_model}), got "
+                f"{type(x).__name__}; token ids go through the embedding first"
+            )
         if x.ndim != 3 or x.shape[-1] != self.d_model:
             raise ValueError(
                 f"expected x of shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
             )
         check_input_dtype(x, self.w_q.weight)
         batch, time, _ = x.shape
-        scores_shape = (batch, self.n_heads, time, time)
-        if mask is not None:
-            check_mask(mask, scores_shape)
+        mask = combine_masks(mask, key_padding_mask, (batch, self.n_heads, time, time))
         q = split_heads(self.w_q(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
         k = split_heads(self.w_k(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
         v = split_heads(self.w_v(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)

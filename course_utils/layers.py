@@ -124,9 +124,21 @@ class DecoderBlock(nn.Module):
         self.feed_forward = FeedForward(d_model, d_ff, dropout=dropout)
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+        *,
+        key_padding_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        x = x + self.attention(self.ln_1(x), mask=mask, is_causal=True, need_weights=need_weights)
+        attended = self.attention(
+            self.ln_1(x),
+            mask=mask,
+            is_causal=True,
+            need_weights=need_weights,
+            key_padding_mask=key_padding_mask,
+        )
+        x = x + attended
         return x + self.feed_forward(self.ln_2(x))
 
 
@@ -147,8 +159,19 @@ class PostLNDecoderBlock(DecoderBlock):
     """
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+        *,
+        key_padding_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        attended = self.attention(x, mask=mask, is_causal=True, need_weights=need_weights)
+        attended = self.attention(
+            x,
+            mask=mask,
+            is_causal=True,
+            need_weights=need_weights,
+            key_padding_mask=key_padding_mask,
+        )
         x = self.ln_1(x + attended)  # normalise after the residual addition
         return self.ln_2(x + self.feed_forward(x))

@@ -84,6 +84,8 @@ class TinyDecoder(nn.Module):
         ids: torch.Tensor,
         targets: torch.Tensor | None = None,
         need_weights: bool = False,
+        *,
+        key_padding_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Compute next-token logits and, given targets, the mean cross-entropy loss.
 
@@ -92,6 +94,9 @@ class TinyDecoder(nn.Module):
             targets: optional ``(B, T)`` int64, the next token at each position.
             need_weights: use the explicit attention path and keep each block's weights
                 in ``block.attention.attention_weights`` ``(B, h, T, T)``.
+            key_padding_mask: optional bool ``(B, T)``, True = a real token (keyword only);
+                with right padding the causal mask already hides the padding from every
+                real position, so it only matters for other layouts.
 
         Returns:
             ``(logits, loss)``: logits ``(B, T, V)`` (unnormalised scores, not
@@ -115,7 +120,7 @@ class TinyDecoder(nn.Module):
         check_token_ids(ids, self.config.vocab_size)
         x = self.dropout(self.position(self.token_embedding(ids)))  # (B, T) -> (B, T, C)
         for block in self.blocks:
-            x = block(x, need_weights=need_weights)  # (B, T, C) -> (B, T, C)
+            x = block(x, need_weights=need_weights, key_padding_mask=key_padding_mask)
         logits = self.lm_head(self.final_norm(x))  # (B, T, C) -> (B, T, V)
         if targets is None:
             return logits, None

@@ -1,0 +1,216 @@
+"""Attention masks: build them, check them, combine them (Vaswani et al. 2017, §3.2.3).
+
+The course's convention is the one of ``F.scaled_dot_product_attention``: a **boolean** mask
+where ``True`` means "this query may attend to this key". ``nn.MultiheadAttention`` uses the
+opposite convention (``True`` = hidden), and additive float masks (``0`` / ``-inf``) are a third
+one. Because a mask from the wrong convention still has the right shape, the checks below look
+for its signature and refuse it with an explanation instead of silently attending to the wrong
+keys:
+
+* ``mask`` (broadcastable to ``(..., T_q, T_k)``): a self-attention mask (``T_q == T_k``) that
+  hides every query's own position is an inverted mask (e.g. ``triu(1)`` instead of ``tril()``).
+* ``key_padding_mask`` ``(B, T_k)``, ``True`` = a real token: a sequence with no real token, or
+  key 0 hidden in every sequence (the course pads on the right), is an inverted padding mask.
+* a 2-D ``mask`` of shape ``(B, T_k)`` when ``B == T_q`` would be read as ``(T_q, T_k)``;
+  unless it is causal-like (lower-triangular) or all True, it is refused as ambiguous.
+"""
+
+from __future__ import annotations
+
+import torch
+
+CONVENTIONS = (
+    "The course (like F.scaled_dot_product_attention) uses True = may attend; "
+    "nn.MultiheadAttention uses the opposite, True = hidden"
+)
+
+
+def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Lower-triangular boolean mask, shape ``(T, T)``: query ``t`` may see keys ``0..t``.
+
+    Raises:
+        TypeError: ``size`` is not an int (a float or a bool).
+        ValueError: ``size`` is negative.
+    """
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TypeError(
+            f"size must be an int sequence length, got {size!r} ({type(size).__name__}); "
+            "pass e.g. int(size) or x.shape[1]"
+        )
+    if size < 0:
+        raise ValueError(f"size must be a sequence length >= 0, got {size}")
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(lengths: torch.Tensor | list[int], size: int) -> torch.Tensor:
+    """Boolean key mask for right-padded sequences, shape ``(B, 1, 1, T)``.
+
+    ``mask[b, 0, 0, j]`` is True when key ``j`` is a real token of sequence ``b``
+    (``j < lengths[b]``). The two singleton axes broadcast over heads and queries.
+
+    Raises:
+        TypeError: ``size`` is not an int, or ``lengths`` are not integers.
+        ValueError: ``lengths`` is not 1-D, or a length is outside ``[0, size]``.
+    """
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TypeError(f"size must be an int sequence length, got {size!r}")
+    lengths = torch.as_tensor(lengths)
+    if lengths.dtype == torch.bool or lengths.dtype.is_floating_point or lengths.is_complex():
+        raise TypeError(
+            f"lengths must be integers (one per sequence), got dtype {lengths.dtype}; "
+            "for a 0/1 mask of real tokens use lengths = mask.sum(dim=1)"
+        )
+    if lengths.ndim != 1 or (lengths < 0).any() or (lengths > size).any():
+        raise ValueError(
+            f"lengths must be a 1-D list of values in [0, {size}], got {lengths.tolist()}"
+        )
+    return (torch.arange(size, device=lengths.device) < lengths[:, None])[:, None, None, :]
+
+
+def _require_bool(mask: object, name: str, shape_hint: str) -> None:
+    """TypeError unless ``mask`` is a torch.bool tensor, with the conversion for each case."""
+    if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool:
+        return
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(
+            f"{name} must be a torch.bool tensor {shape_hint} (True = may attend), got "
+            f"{type(mask).__name__}; build one with torch.tensor(..., dtype=torch.bool)"
+        )
+    if mask.dtype.is_floating_point:
+        raise TypeError(
+            f"{name} must be a torch.bool tensor {shape_hint}, got {mask.dtype}. A float mask "
+            "is read as additive (0 = may attend, -inf = hidden) by some libraries and as 0/1 by "
+            f"others, so the course refuses to guess: for an additive mask pass {name} == 0, "
+            f"for a 0/1 mask with 1 = may attend pass {name}.bool()"
+        )
+    raise TypeError(
+        f"{name} must be a torch.bool tensor {shape_hint} (True = may attend), got {mask.dtype} "
+        f"(integers are never read as a mask). If 1 means may attend, pass {name}.bool(); "
+        f"if 1 means hidden (nn.MultiheadAttention's byte masks), pass {name} == 0"
+    )
+
+
+def check_mask(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
+    """Raise a clear error unless ``mask`` is boolean and broadcasts to ``scores_shape``.
+
+    This checks the type and the shape only; :func:`combine_masks` (used by the attention
+    functions) also refuses inverted and ambiguous masks.
+
+    Raises:
+        TypeError: ``mask`` is not a bool tensor (ints, uint8 and floats included).
+        ValueError: ``mask`` does not broadcast to ``scores_shape`` (``(B, h, T_q, T_k)``).
+    """
+    _require_bool(mask, "mask", "broadcastable to (..., T_q, T_k)")
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != torch.Size(scores_shape):
+        hint = ""
+        if mask.ndim == 2 and len(scores_shape) >= 3 and mask.shape[0] == scores_shape[0]:
+            hint = "; this looks like a (B, T_k) padding mask: pass it as key_padding_mask="
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
+            f"{tuple(scores_shape)} (B, h, T_q, T_k); use (T_q, T_k) for one mask shared by all, "
+            f"or (B, 1, 1, T_k) for per-sequence padding{hint}"
+        )
+
+
+def _check_not_inverted(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
+    """ValueError when a self-attention mask hides every query's own position."""
+    t_q, t_k = scores_shape[-2], scores_shape[-1]
+    if t_q != t_k or t_q == 0:
+        return
+    full = mask.expand(scores_shape)
+    if not full.diagonal(dim1=-2, dim2=-1).any():
+        raise ValueError(
+            f"mask hides every query's own position (its diagonal is all False; mask shape "
+            f"{tuple(mask.shape)}): this is the signature of an inverted mask. {CONVENTIONS}. "
+            "If your mask marks hidden keys with True (e.g. torch.triu(..., diagonal=1)), pass "
+            "~mask; the causal mask is course_utils.attention.causal_mask(T) (lower-triangular)"
+        )
+
+
+def _check_not_ambiguous(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
+    """ValueError for a 2-D mask that could be (T_q, T_k) or a (B, T_k) padding mask."""
+    if mask.ndim != 2 or len(scores_shape) < 3:
+        return
+    batch, t_q = scores_shape[0], scores_shape[-2]
+    if batch != t_q or mask.shape[0] != batch or batch == 1:
+        return
+    if bool(mask.all()) or not bool(mask.triu(1).any()):  # all True or causal-like: same reading
+        return
+    raise ValueError(
+        f"mask of shape {tuple(mask.shape)} is ambiguous: with B == T_q == {batch} it could be a "
+        "(T_q, T_k) attention mask or a (B, T_k) padding mask, and it is read as (T_q, T_k). "
+        "For padding pass it as key_padding_mask= (shape (B, T_k), True = real token); for a "
+        "(T_q, T_k) mask pass mask[None, None] (shape (1, 1, T_q, T_k)) to say so"
+    )
+
+
+def check_key_padding_mask(key_padding_mask: torch.Tensor, batch: int, t_k: int) -> None:
+    """Raise unless ``key_padding_mask`` is a bool ``(B, T_k)`` mask with True = real token.
+
+    Raises:
+        TypeError: not a bool tensor.
+        ValueError: wrong shape; a sequence with no real token; key 0 hidden in every sequence
+            (the signature of nn.MultiheadAttention's True = padding convention).
+    """
+    _require_bool(key_padding_mask, "key_padding_mask", f"(B={batch}, T_k={t_k})")
+    if tuple(key_padding_mask.shape) != (batch, t_k):
+        raise ValueError(
+            f"key_padding_mask must have shape (B={batch}, T_k={t_k}), got "
+            f"{tuple(key_padding_mask.shape)}; a (B, 1, 1, T_k) mask goes in mask= instead"
+        )
+    empty = (~key_padding_mask.any(dim=1)).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(
+            f"key_padding_mask marks no real token in sequence(s) {empty}: True must mean a real "
+            f"token. {CONVENTIONS} (True = padding): if yours marks padding, pass "
+            "~key_padding_mask, e.g. ids != pad_id"
+        )
+    if t_k > 1 and not key_padding_mask[:, 0].any():
+        raise ValueError(
+            "key_padding_mask hides key 0 in every sequence, but the course pads on the right "
+            f"and marks real tokens True. {CONVENTIONS} (True = padding): if yours marks padding, "
+            "pass ~key_padding_mask. For left padding pass mask=key_padding_mask[:, None, None, :]"
+        )
+
+
+def combine_masks(
+    mask: torch.Tensor | None,
+    key_padding_mask: torch.Tensor | None,
+    scores_shape: tuple[int, ...],
+) -> torch.Tensor | None:
+    """Check ``mask`` and ``key_padding_mask`` and merge them into one bool mask.
+
+    Args:
+        mask: bool, broadcastable to ``scores_shape`` ``(..., T_q, T_k)``; True = may attend.
+        key_padding_mask: bool ``(B, T_k)``, True = a real token (needs a batch axis:
+            ``len(scores_shape) >= 3``).
+        scores_shape: the attention scores' shape, e.g. ``(B, h, T_q, T_k)``.
+
+    Returns:
+        None when both are None, else a bool mask that broadcasts to ``scores_shape``.
+
+    Raises:
+        TypeError: a mask that is not bool (ints, uint8, floats).
+        ValueError: a bad shape, an inverted mask, or an ambiguous 2-D mask (see module doc).
+    """
+    if mask is not None:
+        check_mask(mask, scores_shape)
+        _check_not_ambiguous(mask, scores_shape)
+        _check_not_inverted(mask, scores_shape)
+    if key_padding_mask is None:
+        return mask
+    if len(scores_shape) < 3:
+        raise ValueError(
+            f"key_padding_mask (B, T_k) needs batched inputs, got scores of shape "
+            f"{tuple(scores_shape)}; add a batch axis or pass mask= instead"
+        )
+    check_key_padding_mask(key_padding_mask, scores_shape[0], scores_shape[-1])
+    extra = (1,) * (len(scores_shape) - 2)
+    keys = key_padding_mask.view(
+        scores_shape[0], *extra, scores_shape[-1]
+    )  # (B, T_k) -> (B, 1.., T_k)
+    return keys if mask is None else mask & keys
