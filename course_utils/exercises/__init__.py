@@ -42,6 +42,11 @@ from course_utils.exercises.nb11_decoder_block_and_logits import (
     check_greedy_next_token,
     check_top_k_filter,
 )
+from course_utils.exercises.nb12_training import (
+    check_estimate_loss,
+    check_learning_rate,
+    check_training_step,
+)
 
 __all__ = [
     "compare",
@@ -71,4 +76,7 @@ __all__ = [
     "check_ffn_parameter_count",
     "check_top_k_filter",
     "check_greedy_next_token",
+    "check_training_step",
+    "check_learning_rate",
+    "check_estimate_loss",
 ]
