@@ -13,7 +13,7 @@ EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
 OFFLINE_ENV := PYTHONPATH=$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}
 
-.PHONY: setup lab test course headers determinism train checkpoint bench lint clean
+.PHONY: setup lab test course headers determinism train checkpoint record bench lint clean
 
 setup: $(STAMP)
 
@@ -59,6 +59,11 @@ train: setup
 checkpoint: setup
 	$(PY) -m course_utils.train --config baby --checkpoint checkpoints/baby.pt \
 		--export assets/checkpoints/baby.pt
+
+# A recorded run that notebook 12 shows: assets/runs/<CONFIG>-<device>.json, e.g.
+# `make record CONFIG=gpu`; more flags through ARGS, e.g. ARGS="--device cpu --seed 1".
+record: setup
+	$(PY) -m course_utils.record --config $(CONFIG) $(ARGS)
 
 # Training tokens/s of the teaching and fast paths (and bf16, torch.compile, MFU on CUDA).
 bench: setup

@@ -101,6 +101,7 @@ def train(
     max_steps: int | None = None,
     progress: bool = True,
     compile: bool = False,
+    on_evaluation=None,
 ) -> History:
     """Train ``model`` on random windows of ``train_data``; evaluate on ``val_data``.
 
@@ -132,6 +133,9 @@ def train(
         progress: show a tqdm progress bar.
         compile: run the model through ``torch.compile`` (the first steps are slow while
             it compiles; pays off on a GPU for long runs).
+        on_evaluation: optional function called after each evaluation with a dict
+            ``{"step", "train", "val", "eval_seconds"}`` (losses in nats per token; the
+            seconds the evaluation itself took), e.g. to time a recorded run.
 
     Returns:
         The :class:`History` of the whole run (including the part before a resume).
@@ -183,6 +187,8 @@ def train(
             if done % config.eval_interval == 0 or done == config.max_iters:
                 losses = run.evaluate(history, done)
                 bar.set_postfix(train=f"{losses['train']:.3f}", val=f"{losses['val']:.3f}")
+                if on_evaluation is not None:
+                    on_evaluation({"step": done, **losses, "eval_seconds": run.eval_seconds})
     _flush_losses(run.pending, history, world_size)
     if checkpoint_path is not None and stop > start and run.saved_step != stop:
         run.save(history, stop)  # a partial run (max_steps) keeps every step it trained
@@ -235,13 +241,16 @@ class _Run:
         self.pending: list[torch.Tensor] = []  # per-step losses, still on the device
         self.started = 0.0
         self.saved_step: int | None = None
+        self.eval_seconds = 0.0  # duration of the last evaluation
 
     def evaluate(self, history: History, done: int) -> dict[str, float]:
         """Record the step losses and an evaluation at step ``done``; save a checkpoint."""
         _flush_losses(self.pending, history, self.world_size)
+        evaluation_started = time.perf_counter()
         losses = estimate_loss(
             self.step_model, self.splits, self.config, self.device, self.rank, self.world_size
         )
+        self.eval_seconds = time.perf_counter() - evaluation_started  # read-back: synced
         history.step.append(done)
         history.train_loss.append(losses["train"])
         history.val_loss.append(losses["val"])

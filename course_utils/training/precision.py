@@ -1,4 +1,17 @@
-"""Number formats on the device: autocast and TF32 (what makes a GPU step fast)."""
+"""Number formats on the device: which precision to train in, autocast, TF32, loss scaling.
+
+:func:`choose_precision` is a pure function of the device (type and CUDA compute
+capability) and the precision the config asks for, so every case is testable on a CPU:
+
+- ``"bf16"``: bfloat16 autocast, CUDA compute capability >= 8.0 (Ampere: A100, RTX 30xx;
+  Hopper: H100). bfloat16 keeps float32's exponent range, so no loss scaling is needed.
+- ``"fp16"``: float16 autocast with a :class:`torch.amp.GradScaler`, for GPUs without fast
+  bfloat16 but with float16 tensor cores: compute capability 7.x (V100 7.0, T4 7.5, the GPU
+  of free Colab). float16's range ends at 65504 and its smallest normal number is ~6e-5, so
+  small gradients underflow to zero unless the loss is scaled up before ``backward()``
+  (Micikevicius et al. 2018, "Mixed Precision Training", §3.2).
+- ``"fp32"``: no autocast (CPU, Apple MPS, older GPUs, or when the config says float32).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +21,102 @@ import torch
 
 from course_utils.config import TrainConfig
 
+PRECISIONS = ("bf16", "fp16", "fp32")
+_AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+# The config's names for what it asks: "bfloat16" (the gpu preset) means "mixed precision
+# on a GPU": bf16 where supported, else fp16 with loss scaling. "float16" is an explicit
+# choice (e.g. to test the T4 path on a newer GPU) and is honoured on every device.
+_REQUESTS = ("float32", "bfloat16", "float16")
 
-def autocast_context(device: torch.device, config: TrainConfig):
-    """bf16 autocast on CUDA when the config asks for it; a no-op elsewhere."""
-    if device.type == "cuda" and config.autocast_dtype == "bfloat16":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+
+def choose_precision(
+    device_type: str, capability: tuple[int, int] | None = None, requested: str = "bfloat16"
+) -> str:
+    """The precision a training run uses: ``"bf16"``, ``"fp16"`` or ``"fp32"``.
+
+    Args:
+        device_type: ``"cuda"``, ``"cpu"``, ``"mps"``... (``torch.device.type``).
+        capability: the CUDA compute capability ``(major, minor)``, e.g. ``(7, 5)`` for a
+            T4, ``(9, 0)`` for an H100; ignored off CUDA. ``None`` on CUDA is an error.
+        requested: ``TrainConfig.autocast_dtype``: ``"float32"`` -> fp32 everywhere;
+            ``"bfloat16"`` -> bf16 on CUDA >= 8.0, fp16 on CUDA 7.x, else fp32 (CPU, MPS
+            and pre-Volta GPUs stay in float32: the course's mixed precision is for GPUs);
+            ``"float16"`` -> fp16 on any device (forced; CPU autocast supports float16).
+
+    Returns:
+        One of :data:`PRECISIONS`.
+
+    Raises:
+        ValueError: ``requested`` is not one of ``"float32"``, ``"bfloat16"``,
+            ``"float16"``, or ``device_type`` is ``"cuda"`` with no capability.
+    """
+    if requested not in _REQUESTS:
+        raise ValueError(
+            f"requested precision must be one of {_REQUESTS}, got {requested!r}; set "
+            "TrainConfig.autocast_dtype to one of them"
+        )
+    if requested == "float32":
+        return "fp32"
+    if requested == "float16":
+        return "fp16"
+    if device_type != "cuda":
+        return "fp32"
+    if capability is None:
+        raise ValueError(
+            "capability must be the CUDA compute capability (major, minor) on cuda, got "
+            "None; pass torch.cuda.get_device_capability(device)"
+        )
+    if tuple(capability) >= (8, 0):
+        return "bf16"
+    if tuple(capability) >= (7, 0):
+        return "fp16"
+    return "fp32"
+
+
+def device_precision(device: torch.device | str, config: TrainConfig) -> str:
+    """:func:`choose_precision` for a real device (reads its compute capability)."""
+    device = torch.device(device)
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    return choose_precision(device.type, capability, config.autocast_dtype)
+
+
+def describe_precision(precision: str, device: torch.device | str) -> str:
+    """One line for the user: what runs in which format, and why."""
+    device = torch.device(device)
+    why = {
+        "bf16": "bfloat16 autocast (float32 weights; no loss scaling needed)",
+        "fp16": "float16 autocast with a GradScaler (float32 weights; loss scaled so small "
+        "gradients do not underflow)",
+        "fp32": "float32, no autocast",
+    }[precision]
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        where = f"{torch.cuda.get_device_name(device)} (compute capability {major}.{minor})"
+    else:
+        where = device.type
+    return f"precision {precision} on {where}: {why}"
+
+
+def autocast_context(device: torch.device, config: TrainConfig, precision: str | None = None):
+    """The autocast context of a forward pass: bf16 or fp16 autocast, or a no-op for fp32.
+
+    Args:
+        device: where the model runs.
+        config: ``autocast_dtype`` says what is requested (see :func:`choose_precision`).
+        precision: the already chosen precision (skips reading the device again).
+    """
+    device = torch.device(device)
+    precision = precision or device_precision(device, config)
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=_AUTOCAST_DTYPES[precision])
+
+
+def make_grad_scaler(device: torch.device | str, precision: str) -> torch.amp.GradScaler | None:
+    """A :class:`torch.amp.GradScaler` for fp16 training, ``None`` for bf16 and fp32."""
+    if precision != "fp16":
+        return None
+    return torch.amp.GradScaler(torch.device(device).type)
 
 
 def enable_tf32() -> None:

@@ -1,0 +1,359 @@
+"""Recorded training runs: ``assets/runs/<config>-<device>.json``, written by a command.
+
+Usage: ``make record CONFIG=cpu`` or ``python -m course_utils.record --config gpu``
+(``[--device cpu] [--seed N] [--positional P] [--max-iters N] [--eval-iters N] [--out PATH]``).
+
+The command trains a preset with :func:`course_utils.training.train` (the course's one
+training loop), then writes one JSON file: the device and versions, the configs, every
+evaluation's train/validation loss, time per step, tokens/s, FLOPs per token and MFU, wall
+time, and text sampled with fixed seeds. Notebook 12 reads such files with :func:`load_run` /
+:func:`find_runs`, so every reader sees a GPU run, with or without a GPU. Never edit a record
+by hand: re-run the command.
+
+Schema 1 (every key is always present; ``null`` where noted)::
+
+    schema: 1, config_name, command, created (UTC, ISO 8601),
+    device {type, name, capability [major, minor] or null},
+    versions {python, torch, cuda or null}, precision ("bf16" | "fp16" | "fp32"), seed,
+    model_config {...}, train_config {...} (eval_iters: batches per evaluation),
+    parameters, evaluations [{step, train_loss, val_loss, elapsed_s}],
+    final {train_loss, val_loss, eval_batches},
+    timing {ms_per_step, tokens_per_s, flops_per_token, mfu or null, train_s, wall_s},
+    samples [{prompt, text, temperature, top_k, seed}]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import re
+import shlex
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from course_utils.assets import ASSETS_DIR
+from course_utils.config import POSITIONAL_KINDS, PRESETS, get_config
+
+SCHEMA_VERSION = 1
+RUNS_DIR = ASSETS_DIR / "runs"
+# Sampling after training: fixed prompts and seeds, so a re-run on the same machine
+# writes the same text.
+SAMPLE_PROMPTS = ("\n", "ROMEO:")
+SAMPLE_TEMPERATURE, SAMPLE_TOP_K = 0.8, 20
+
+_KEYS = {
+    "": (
+        "schema",
+        "config_name",
+        "command",
+        "created",
+        "device",
+        "versions",
+        "precision",
+        "seed",
+        "model_config",
+        "train_config",
+        "parameters",
+        "evaluations",
+        "final",
+        "timing",
+        "samples",
+    ),
+    "device": ("type", "name", "capability"),
+    "versions": ("python", "torch", "cuda"),
+    "final": ("train_loss", "val_loss", "eval_batches"),
+    "timing": ("ms_per_step", "tokens_per_s", "flops_per_token", "mfu", "train_s", "wall_s"),
+    "evaluations[]": ("step", "train_loss", "val_loss", "elapsed_s"),
+    "samples[]": ("prompt", "text", "temperature", "top_k", "seed"),
+}
+
+
+def slugify(name: str) -> str:
+    """``"NVIDIA H100 80GB HBM3"`` -> ``"nvidia-h100-80gb-hbm3"``: lower case, each run of
+    other characters one dash."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def device_slug(device: torch.device | str) -> str:
+    """The device part of a record's file name: ``"cpu"``, ``"mps"``, or the CUDA device's
+    name slugified (:func:`slugify`), e.g. ``"nvidia-h100-80gb-hbm3"``."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return device.type
+    return slugify(torch.cuda.get_device_name(device))
+
+
+def describe_record_device(device: torch.device | str) -> dict:
+    """``{"type", "name", "capability"}`` of ``device`` (capability ``[major, minor]`` on
+    CUDA, else ``None``)."""
+    from course_utils.benchmark import _cpu_name
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return {
+            "type": "cuda",
+            "name": torch.cuda.get_device_name(device),
+            "capability": list(torch.cuda.get_device_capability(device)),
+        }
+    name = _cpu_name() if device.type == "cpu" else device.type
+    return {"type": device.type, "name": name, "capability": None}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line's options (``--help`` lists them)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help=f"one of {sorted(PRESETS)}")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    parser.add_argument("--seed", type=int, default=None, help="override the preset's seed")
+    parser.add_argument("--positional", choices=POSITIONAL_KINDS, default=None)
+    parser.add_argument("--max-iters", type=int, default=None, help="override the preset")
+    parser.add_argument("--eval-iters", type=int, default=None, help="batches per evaluation")
+    parser.add_argument("--eval-interval", type=int, default=None, help="override the preset")
+    parser.add_argument("--compile", action="store_true", help="run through torch.compile")
+    parser.add_argument("--sample-chars", type=int, default=300, help="characters per sample")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override any config field, e.g. --set d_model=32 (repeatable; for quick tests)",
+    )
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N)")
+    parser.add_argument(
+        "--max-chars", type=int, default=None, help="use only the corpus's first N characters"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="default assets/runs/<config>-<device>.json"
+    )
+    return parser.parse_args(argv)
+
+
+def record_run(argv: list[str] | None = None) -> tuple[dict, Path]:
+    """Train the preset named on the command line and write its record; return both."""
+    from course_utils.benchmark import flops_per_token, peak_bf16_flops
+    from course_utils.data import load_shakespeare, train_val_split
+    from course_utils.device import get_device, seed_everything
+    from course_utils.model import TinyDecoder
+    from course_utils.tokenization import CharTokenizer
+    from course_utils.training import train
+    from course_utils.training.precision import describe_precision, device_precision
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    wall_started = time.perf_counter()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    device = get_device(args.device)
+    text = load_shakespeare(args.max_chars)
+    tokenizer = CharTokenizer.from_text(text)
+    data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+    train_data, val_data = train_val_split(data, 0.1)
+    overrides = {
+        "seed": args.seed,
+        "positional": args.positional,
+        "max_iters": args.max_iters,
+        "eval_iters": args.eval_iters,
+        "eval_interval": args.eval_interval,
+    }
+    overrides = {key: value for key, value in overrides.items() if value is not None}
+    overrides.update(_parse_settings(args.set))
+    model_config, train_config = get_config(args.config, tokenizer.vocab_size, **overrides)
+    precision = device_precision(device, train_config)
+    print(describe_precision(precision, device), flush=True)
+    seed_everything(train_config.seed)
+    model = TinyDecoder(model_config).to(device)
+
+    evaluations: list[dict] = []
+    eval_seconds = [0.0]
+    train_started = time.perf_counter()
+
+    def on_evaluation(info: dict) -> None:
+        eval_seconds[0] += info["eval_seconds"]
+        evaluations.append(
+            {
+                "step": info["step"],
+                "train_loss": info["train"],
+                "val_loss": info["val"],
+                "elapsed_s": time.perf_counter() - train_started,
+            }
+        )
+        print(f"step {info['step']:5d}: train {info['train']:.4f}, val {info['val']:.4f}")
+
+    history = train(
+        model,
+        train_data,
+        val_data,
+        train_config,
+        device,
+        compile=args.compile,
+        on_evaluation=on_evaluation,
+    )
+    steps = train_config.max_iters
+    # Steps only: the evaluations' own time is taken out (each ends with a read-back, so
+    # the device has finished its work when the clock is read).
+    step_seconds = history.seconds - eval_seconds[0]
+    tokens_per_s = history.tokens / step_seconds
+    flops = flops_per_token(model)
+    peak = peak_bf16_flops(torch.cuda.get_device_name(device))[0] if device.type == "cuda" else None
+    samples = _samples(model, tokenizer, device, args.sample_chars)
+    record = {
+        "schema": SCHEMA_VERSION,
+        "config_name": args.config,
+        "command": shlex.join(["python", "-m", "course_utils.record", *argv]),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": describe_record_device(device),
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+        },
+        "precision": precision,
+        "seed": train_config.seed,
+        "model_config": asdict(model_config),
+        "train_config": asdict(train_config),
+        "parameters": model.num_parameters(),
+        "evaluations": evaluations,
+        "final": {
+            "train_loss": evaluations[-1]["train_loss"],
+            "val_loss": evaluations[-1]["val_loss"],
+            "eval_batches": train_config.eval_iters,
+        },
+        "timing": {
+            "ms_per_step": 1000.0 * step_seconds / steps,
+            "tokens_per_s": tokens_per_s,
+            "flops_per_token": flops,
+            "mfu": flops * tokens_per_s / peak if peak else None,
+            "train_s": history.seconds,
+            "wall_s": time.perf_counter() - wall_started,
+        },
+        "samples": samples,
+    }
+    out = args.out or RUNS_DIR / f"{args.config}-{device_slug(device)}.json"
+    validate_run(record, str(out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return record, out
+
+
+def _parse_settings(settings: list[str]) -> dict:
+    """``["d_model=32", "dropout=0.1"]`` -> ``{"d_model": 32, "dropout": 0.1}`` (values
+    read as JSON, else kept as text)."""
+    parsed = {}
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set expects FIELD=VALUE, got {setting!r}; e.g. --set d_model=32")
+        try:
+            parsed[key] = json.loads(value)
+        except json.JSONDecodeError:
+            parsed[key] = value
+    return parsed
+
+
+@torch.no_grad()
+def _samples(model, tokenizer, device: torch.device, chars: int) -> list[dict]:
+    """Text sampled from each of :data:`SAMPLE_PROMPTS`, seed i for prompt i."""
+    model.eval()
+    samples = []
+    for seed, prompt in enumerate(SAMPLE_PROMPTS):
+        ids = torch.tensor([tokenizer.encode(prompt)], device=device)
+        generator = torch.Generator(device=device).manual_seed(seed)
+        out = model.generate(
+            ids, chars, temperature=SAMPLE_TEMPERATURE, top_k=SAMPLE_TOP_K, generator=generator
+        )
+        samples.append(
+            {
+                "prompt": prompt,
+                "text": tokenizer.decode(out[0].tolist()),
+                "temperature": SAMPLE_TEMPERATURE,
+                "top_k": SAMPLE_TOP_K,
+                "seed": seed,
+            }
+        )
+    return samples
+
+
+def validate_run(record: dict, source: str = "record") -> dict:
+    """Check that ``record`` has every key of schema 1 (see the module docstring).
+
+    Returns:
+        ``record`` unchanged.
+
+    Raises:
+        ValueError: a wrong schema version, a missing key, or an empty ``evaluations``;
+            the message names the file, the key and how to rewrite the file.
+    """
+    fix = "re-run `make record CONFIG=<preset>` to rewrite it (records are never hand-written)"
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA_VERSION:
+        found = record.get("schema") if isinstance(record, dict) else type(record).__name__
+        raise ValueError(f"{source}: expected schema {SCHEMA_VERSION}, got {found!r}; {fix}")
+    for section, keys in _KEYS.items():
+        name = section.rstrip("[]")
+        items = [record] if not section else record.get(name)
+        if section.endswith("[]"):
+            if not isinstance(items, list) or not items:
+                raise ValueError(f"{source}: {name!r} must be a non-empty list; {fix}")
+        elif section:
+            items = [items]
+        for index, item in enumerate(items):
+            where = f"{name}[{index}]" if section.endswith("[]") else name or "the top level"
+            missing = [key for key in keys if not isinstance(item, dict) or key not in item]
+            if missing:
+                raise ValueError(f"{source}: {where} lacks the keys {missing}; {fix}")
+    return record
+
+
+def load_run(path: str | Path) -> dict:
+    """Read one record and check its schema.
+
+    Args:
+        path: a JSON file written by ``python -m course_utils.record``.
+
+    Returns:
+        The record as a dict (keys in the module docstring).
+
+    Raises:
+        FileNotFoundError: no file at ``path`` (the message says how to write one).
+        ValueError: not JSON, or not schema 1 (see :func:`validate_run`).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no recorded run at {path}; write one with `make record CONFIG=<preset>`"
+        )
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON ({error}); re-run `make record`") from error
+    return validate_run(record, str(path))
+
+
+def find_runs(pattern: str = "*.json", folder: str | Path | None = None) -> list[dict]:
+    """Every record in ``assets/runs/`` (or ``folder``) whose file name matches ``pattern``,
+    sorted by file name; each is checked by :func:`load_run`. Empty if none matches."""
+    folder = Path(folder) if folder is not None else RUNS_DIR
+    return [load_run(path) for path in sorted(folder.glob(pattern))]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the command; print where the record went and its headline numbers."""
+    record, out = record_run(argv)
+    timing = record["timing"]
+    mfu = "n/a" if timing["mfu"] is None else f"{100 * timing['mfu']:.1f} %"
+    print(
+        f"final val loss {record['final']['val_loss']:.4f} ({record['final']['eval_batches']} "
+        f"batches); {timing['ms_per_step']:.1f} ms/step, {timing['tokens_per_s']:,.0f} "
+        f"tokens/s, MFU {mfu}; training {timing['train_s']:.1f} s, wall {timing['wall_s']:.1f} s"
+    )
+    print(f"record written to {out}")
+    return record
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""The recorded-run command (course_utils.record): end to end on a tiny config, and the reader."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_utils import record as rec
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+# A tiny model on the corpus's first 200 000 characters: seconds on a CPU.
+TINY = [
+    "--config", "cpu", "--device", "cpu", "--max-iters", "6", "--eval-interval", "3",
+    "--eval-iters", "2", "--sample-chars", "12", "--max-chars", "200000",
+    "--set", "n_layers=1", "--set", "d_model=32", "--set", "n_heads=2",
+    "--set", "block_size=16", "--set", "batch_size=4", "--threads", "1",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> tuple[dict, Path, subprocess.CompletedProcess]:
+    """Run ``python -m course_utils.record`` in a fresh process, as ``make record`` does."""
+    out = tmp_path_factory.mktemp("runs") / "tiny-cpu.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "course_utils.record", *TINY, "--out", str(out)],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(out.read_text(encoding="utf-8")), out, result
+
+
+def test_the_command_writes_every_key_of_the_schema(recorded):
+    record, out, _ = recorded
+    assert rec.load_run(out) == record  # load_run validates it
+    assert set(record) == set(rec._KEYS[""])
+    assert record["schema"] == 1 and record["config_name"] == "cpu"
+    assert record["command"].startswith("python -m course_utils.record --config cpu")
+    assert record["device"] == {"type": "cpu", "name": record["device"]["name"], "capability": None}
+    assert record["precision"] == "fp32"
+    assert record["versions"]["torch"] == __import__("torch").__version__
+    assert record["model_config"]["d_model"] == 32 and record["train_config"]["max_iters"] == 6
+
+
+def test_the_record_holds_every_evaluation_and_consistent_timing(recorded):
+    record, _, result = recorded
+    evaluations = record["evaluations"]
+    assert [e["step"] for e in evaluations] == [3, 6]
+    assert evaluations[0]["elapsed_s"] < evaluations[1]["elapsed_s"]
+    final = record["final"]
+    assert final == {
+        "train_loss": evaluations[-1]["train_loss"],
+        "val_loss": evaluations[-1]["val_loss"],
+        "eval_batches": 2,
+    }
+    assert record["train_config"]["eval_iters"] == final["eval_batches"]
+    # an untrained model over V characters is near ln V
+    assert abs(final["val_loss"] - math.log(record["model_config"]["vocab_size"])) < 0.5
+    timing = record["timing"]
+    tokens_per_step = record["train_config"]["batch_size"] * record["model_config"]["block_size"]
+    assert timing["tokens_per_s"] * timing["ms_per_step"] / 1000 == pytest.approx(tokens_per_step)
+    assert timing["ms_per_step"] * 6 / 1000 <= timing["train_s"] <= timing["wall_s"]
+    assert timing["mfu"] is None  # no known peak on a CPU
+    assert timing["flops_per_token"] > 6 * 32 * 32 * 12  # at least 6 N for one block
+    assert f"final val loss {final['val_loss']:.4f}" in result.stdout
+
+
+def test_samples_use_fixed_prompts_and_seeds(recorded):
+    record, _, _ = recorded
+    assert [s["prompt"] for s in record["samples"]] == list(rec.SAMPLE_PROMPTS)
+    for index, sample in enumerate(record["samples"]):
+        assert sample["seed"] == index and sample["top_k"] == rec.SAMPLE_TOP_K
+        assert sample["text"].startswith(sample["prompt"])
+        assert len(sample["text"]) == len(sample["prompt"]) + 12
+
+
+def test_load_run_names_a_missing_key_and_the_fix(recorded, tmp_path):
+    record, _, _ = recorded
+    for section, key in [("", "timing"), ("timing", "mfu"), ("device", "capability")]:
+        broken = json.loads(json.dumps(record))
+        del (broken[section] if section else broken)[key]
+        path = tmp_path / "broken.json"
+        path.write_text(json.dumps(broken))
+        with pytest.raises(ValueError, match=rf"lacks the keys \['{key}'\].*make record"):
+            rec.load_run(path)
+    broken = json.loads(json.dumps(record))
+    del broken["evaluations"][1]["elapsed_s"]
+    path.write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=r"evaluations\[1\] lacks the keys \['elapsed_s'\]"):
+        rec.load_run(path)
+    path.write_text(json.dumps({**record, "evaluations": []}))
+    with pytest.raises(ValueError, match="'evaluations' must be a non-empty list"):
+        rec.load_run(path)
+    path.write_text(json.dumps({**record, "schema": 2}))
+    with pytest.raises(ValueError, match="expected schema 1, got 2"):
+        rec.load_run(path)
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        rec.load_run(path)
+    with pytest.raises(FileNotFoundError, match="make record CONFIG"):
+        rec.load_run(tmp_path / "absent.json")
+
+
+def test_find_runs_sorts_by_file_name_and_filters(recorded, tmp_path):
+    record, _, _ = recorded
+    for name in ("b-cpu.json", "a-cpu.json", "gpu-x.json"):
+        (tmp_path / name).write_text(json.dumps({**record, "config_name": name}))
+    assert [r["config_name"] for r in rec.find_runs(folder=tmp_path)] == [
+        "a-cpu.json",
+        "b-cpu.json",
+        "gpu-x.json",
+    ]
+    assert [r["config_name"] for r in rec.find_runs("*-cpu.json", tmp_path)] == [
+        "a-cpu.json",
+        "b-cpu.json",
+    ]
+    assert rec.find_runs("none-*.json", tmp_path) == []
+
+
+def test_device_slug():
+    assert rec.slugify("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert rec.slugify("Tesla T4") == "tesla-t4"
+    assert rec.device_slug("cpu") == "cpu"
+
+
+def test_bad_set_option_says_the_form():
+    with pytest.raises(ValueError, match="FIELD=VALUE"):
+        rec._parse_settings(["d_model"])
+    assert rec._parse_settings(["d_model=32", "dropout=0.1", "positional=rope"]) == {
+        "d_model": 32,
+        "dropout": 0.1,
+        "positional": "rope",
+    }
+
+
+def test_shipped_records_are_valid_and_written_by_the_command():
+    """Every file in assets/runs/ reads back and names the command that wrote it."""
+    for record in rec.find_runs():
+        assert record["command"].startswith("python -m course_utils.record ")
+        assert record["final"]["eval_batches"] == record["train_config"]["eval_iters"]
