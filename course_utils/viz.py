@@ -90,6 +90,14 @@ def _as_labels(tokens: Sequence[str]) -> list[str]:
     ]
 
 
+def _set_key_labels(ax: plt.Axes, labels: Sequence[str]) -> None:
+    """x tick labels: one-character labels (Latin or CJK) upright, readable side by side;
+    longer labels (subwords, "pad") turned 90 degrees so they do not overlap."""
+    ax.set_xticks(range(len(labels)), labels)
+    for text, label in zip(ax.get_xticklabels(), labels):
+        text.set_rotation(0 if len(label) <= 1 else 90)
+
+
 def plot_attention(
     weights: torch.Tensor,
     query_tokens: Sequence[str],
@@ -116,7 +124,7 @@ def plot_attention(
         )
     ax = ax or plt.subplots(figsize=(4.5, 4))[1]
     image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
-    ax.set_xticks(range(len(key_tokens)), _as_labels(key_tokens), rotation=90)
+    _set_key_labels(ax, _as_labels(key_tokens))
     ax.set_yticks(range(len(query_tokens)), _as_labels(query_tokens))
     ax.set_xlabel("key position (attended to)")
     ax.set_ylabel("query position (attending)")
@@ -127,19 +135,29 @@ def plot_attention(
 
 
 def plot_attention_heads(
-    weights: torch.Tensor, tokens: Sequence[str], title: str = "Attention per head"
+    weights: torch.Tensor,
+    tokens: Sequence[str],
+    title: str = "Attention per head",
+    head_titles: Sequence[str] | None = None,
 ) -> plt.Figure:
     """One heatmap per head with a shared colour scale. ``weights``: ``(h, T, T)``.
 
     Short sequences get one row of panels; longer ones (T > 12) two columns, with panels
-    large enough for one readable label per token.
+    large enough for one readable label per token. ``head_titles`` names the panels
+    (default ``head 0``, ``head 1``, ...), e.g. with what a trained head attends to.
 
     Raises:
-        ValueError: ``weights`` is not 3-D.
+        ValueError: ``weights`` is not 3-D, or ``head_titles`` has not one title per head.
     """
     if weights.ndim != 3:
         raise ValueError(f"weights must be (h, T, T), got shape {tuple(weights.shape)}")
     heads, length = weights.shape[0], weights.shape[-1]
+    if head_titles is None:
+        head_titles = [f"head {head}" for head in range(heads)]
+    if len(head_titles) != heads:
+        raise ValueError(
+            f"head_titles must have one title per head ({heads}), got {len(head_titles)}"
+        )
     columns = heads if length <= 12 else min(heads, 2)
     rows = -(-heads // columns)
     panel = max(3.3, 0.15 * length + 1.3)
@@ -154,7 +172,7 @@ def plot_attention_heads(
         if head >= heads:
             ax.axis("off")
             continue
-        plot_attention(weights[head], tokens, title=f"head {head}", ax=ax, colorbar=False)
+        plot_attention(weights[head], tokens, title=head_titles[head], ax=ax, colorbar=False)
         if head % columns:
             ax.set_ylabel("")
         if head < heads - columns:

@@ -54,6 +54,26 @@ def test_plot_attention_labels_and_shape_check():
         viz.plot_attention(weights, ["a", "b", "c"])
 
 
+def test_single_character_labels_stay_upright_longer_ones_turn():
+    # Chinese characters rotated 90 degrees lie on their side (issue 15); one-character labels
+    # fit side by side upright, longer labels (subwords) still turn.
+    weights = torch.softmax(torch.randn(4, 4), dim=-1)
+    ax = viz.plot_attention(weights, list("我爱自然"))
+    assert {t.get_rotation() for t in ax.get_xticklabels()} == {0.0}
+    ax = viz.plot_attention(weights, ["the", " cat", "深", "."])
+    assert [t.get_rotation() for t in ax.get_xticklabels()] == [90.0, 90.0, 0.0, 0.0]
+    plt.close("all")
+
+
+def test_plot_attention_heads_takes_head_titles():
+    weights = torch.softmax(torch.randn(2, 3, 3), -1)
+    fig = viz.plot_attention_heads(weights, list("abc"), head_titles=["previous", "itself"])
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["previous", "itself"]
+    plt.close("all")
+    with pytest.raises(ValueError, match="one title per head"):
+        viz.plot_attention_heads(weights, list("abc"), head_titles=["only one"])
+
+
 def test_plot_attention_heads_and_loss_curves_build_figures():
     fig = viz.plot_attention_heads(torch.softmax(torch.randn(2, 3, 3), -1), list("abc"))
     assert [ax.get_title() for ax in fig.axes[:2]] == ["head 0", "head 1"]
