@@ -1,7 +1,9 @@
 """The small trained model the course ships: the ``baby`` preset after ``make checkpoint``.
 
 Notebooks before 12 use it to show what *trained* attention heads do, and notebook 13 to
-generate text, without training anything themselves. The weights live in
+generate text, without training anything themselves. :func:`head_pattern_scores` measures how
+much each head attends to a few named positions (the previous character, the start of the
+word, ...), so a notebook names a head from numbers as well as from its heatmap. The weights live in
 ``assets/checkpoints/baby.pt``; the tokenizer is rebuilt from the corpus (a sorted character
 vocabulary, so the ids are the ones the model was trained with).
 """
@@ -81,3 +83,90 @@ def attention_maps(model: TinyDecoder, tokenizer: CharTokenizer, text: str) -> t
     model(ids, need_weights=True)
     maps = [block.attention.attention_weights[0] for block in model.blocks]  # n_layers x (h, T, T)
     return torch.stack(maps).float().cpu()  # (n_layers, h, T, T)
+
+
+#: The named positions a head may attend to, for :func:`pattern_pairs`.
+HEAD_PATTERNS = ("itself", "previous character", "start of the word", "last space")
+
+
+def pattern_pairs(text: str) -> dict[str, list[tuple[int, int]]]:
+    """The (query, key) position pairs of each pattern in :data:`HEAD_PATTERNS` in ``text``.
+
+    * ``itself``: ``(i, i)``; ``previous character``: ``(i, i - 1)``, for i >= 1.
+    * ``start of the word``: ``(i, s)`` for a letter i whose word starts at s <= i - 2 (a
+      word is a run of letters). Nearer starts are left out: they would be "itself" or
+      "previous character" again.
+    * ``last space``: ``(i, s)`` with s the most recent space before i, when s <= i - 2
+      (same reason).
+    """
+    pairs: dict[str, list[tuple[int, int]]] = {name: [] for name in HEAD_PATTERNS}
+    word_start, last_space = 0, None
+    for i, char in enumerate(text):
+        if char.isalpha() and (i == 0 or not text[i - 1].isalpha()):
+            word_start = i
+        if i >= 1:
+            pairs["itself"].append((i, i))
+            pairs["previous character"].append((i, i - 1))
+        if char.isalpha() and i - word_start >= 2:
+            pairs["start of the word"].append((i, word_start))
+        if last_space is not None and i - last_space >= 2:
+            pairs["last space"].append((i, last_space))
+        if char == " ":
+            last_space = i
+    return pairs
+
+
+def head_pattern_scores(
+    model: TinyDecoder, tokenizer: CharTokenizer, texts: list[str]
+) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+    """How much weight each head puts on each named position, averaged over ``texts``.
+
+    Args:
+        model, tokenizer: as for :func:`attention_maps`.
+        texts: strings of 1 to ``block_size`` characters (e.g. windows of the corpus).
+
+    Returns:
+        ``(scores, baseline)``. ``scores[name]`` is float32 ``(n_layers, n_heads)``: the mean
+        attention weight on the key of pattern ``name`` (see :func:`pattern_pairs`), over
+        every (query, key) pair of every text. ``baseline[name]`` is what a head spreading
+        its weight evenly over the ``i + 1`` visible keys would score (mean of ``1/(i+1)``),
+        the level a head must clearly beat to be named after the pattern.
+
+    Raises:
+        ValueError: as :func:`attention_maps`, or no text has a pair of some pattern.
+    """
+    totals: dict[str, torch.Tensor] = {}
+    uniform: dict[str, float] = {name: 0.0 for name in HEAD_PATTERNS}
+    counts: dict[str, int] = {name: 0 for name in HEAD_PATTERNS}
+    for text in texts:
+        maps = attention_maps(model, tokenizer, text)  # (n_layers, h, T, T)
+        for name, pairs in pattern_pairs(text).items():
+            if not pairs:
+                continue
+            queries, keys = torch.tensor(pairs).T  # (2, n_pairs) -> 2 x (n_pairs,)
+            weight = maps[:, :, queries, keys].sum(
+                dim=-1
+            )  # (n_layers, h, n_pairs) -> (n_layers, h)
+            totals[name] = totals.get(name, 0) + weight
+            uniform[name] += (1.0 / (queries + 1).double()).sum().item()
+            counts[name] += len(pairs)
+    missing = [name for name in HEAD_PATTERNS if counts[name] == 0]
+    if missing:
+        raise ValueError(f"no text has a (query, key) pair for {missing}; give longer texts")
+    scores = {name: (totals[name] / counts[name]).float() for name in HEAD_PATTERNS}
+    baseline = {name: uniform[name] / counts[name] for name in HEAD_PATTERNS}
+    return scores, baseline
+
+
+def corpus_windows(text: str, n: int, length: int, seed: int = 0) -> list[str]:
+    """``n`` windows of ``length`` characters from ``text`` at random places (seeded), e.g.
+    to average :func:`head_pattern_scores` over more than one sentence.
+
+    Raises:
+        ValueError: ``text`` is not longer than ``length``.
+    """
+    if len(text) <= length:
+        raise ValueError(f"text has {len(text)} characters; it must be longer than length={length}")
+    generator = torch.Generator().manual_seed(seed)
+    starts = torch.randint(0, len(text) - length, (n,), generator=generator).tolist()
+    return [text[start : start + length] for start in starts]
