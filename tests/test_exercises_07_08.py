@@ -53,6 +53,29 @@ def test_stable_softmax_rejects_the_wrong_axis_and_a_missing_temperature(capsys)
     assert "temperature=0.5) differs" in capsys.readouterr().out
 
 
+def test_stable_softmax_rejects_the_library_softmax(capsys):
+    """The exercise forbids the library: each way of calling it is named, although the values
+    are right."""
+    import torch.nn.functional as F
+
+    def library(scores, temperature=1.0):
+        return torch.softmax(scores / temperature, dim=-1)
+
+    def functional(scores, temperature=1.0):
+        return F.softmax(scores / temperature, dim=-1)
+
+    def method(scores, temperature=1.0):
+        return (scores / temperature).softmax(-1)
+
+    def via_log(scores, temperature=1.0):
+        return F.log_softmax(scores / temperature, dim=-1).exp()
+
+    for answer in (library, functional, method, via_log):
+        assert check_stable_softmax(answer) is False
+        out = capsys.readouterr().out
+        assert "calls the library's" in out and "write the formula out" in out, out
+
+
 def test_stable_softmax_reports_an_unfinished_stub(capsys):
     def stub(scores, temperature=1.0):
         raise NotImplementedError

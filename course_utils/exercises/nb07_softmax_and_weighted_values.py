@@ -6,7 +6,10 @@ from collections.abc import Callable
 
 import torch
 
-from course_utils.exercises.core import compare, run_check
+from course_utils.exercises.core import compare, record_torch_calls, run_check
+
+# Library softmaxes the exercise forbids (it asks for the max-subtraction written out).
+_LIBRARY_SOFTMAX = {"softmax", "log_softmax", "_softmax", "_log_softmax"}
 
 
 def check_stable_softmax(stable_softmax: Callable) -> bool:
@@ -16,14 +19,22 @@ def check_stable_softmax(stable_softmax: Callable) -> bool:
     Cases: random scores ``(2, 3, 4, 5)`` (T_q=4 differs from T_k=5, so a softmax over the
     wrong axis shows), temperatures 0.5 and 2, and float32 rows ``[100, 400, 700, 1000]``
     (``exp`` overflows to inf without the max-subtraction) and ``[1, 2, 3, 4]`` (subtracting
-    one global maximum instead of each row's own underflows that row to 0 / 0).
+    one global maximum instead of each row's own underflows that row to 0 / 0). The
+    exercise asks for the formula written out: an answer that calls ``torch.softmax``,
+    ``F.softmax``, ``Tensor.softmax`` or ``log_softmax`` is rejected, saying so.
     """
 
     def attempt() -> str | None:
         scores = 3 * torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(7))
-        problem = compare(
-            stable_softmax(scores.clone()), torch.softmax(scores, dim=-1), "stable_softmax(scores)"
-        )
+        with record_torch_calls() as calls:
+            answer = stable_softmax(scores.clone())
+        used = sorted({call.name for call in calls} & _LIBRARY_SOFTMAX)
+        if used:
+            return (
+                f"it calls the library's {', '.join(used)}; write the formula out: subtract "
+                "each row's maximum, exp, divide by the row sum"
+            )
+        problem = compare(answer, torch.softmax(scores, dim=-1), "stable_softmax(scores)")
         if problem:
             return problem
         for temperature in (0.5, 2.0):

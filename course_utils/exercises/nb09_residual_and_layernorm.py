@@ -34,7 +34,9 @@ def _nb09_layer_norm_mistakes() -> dict[str, Callable]:
         return centred(x) / torch.sqrt(biased_var(x) + e)
 
     return {
-        "x.std() (unbiased) with eps outside the square root (design mistake 3)": std_eps_outside,
+        "x.std() with eps outside the square root: x.std() is the unbiased estimate "
+        "(divides by C - 1; LayerNorm divides by C) and eps belongs inside: "
+        "sqrt(var + eps)": std_eps_outside,
         "the unbiased variance (divide by C - 1); LayerNorm divides by C: "
         "use x.var(dim=-1, unbiased=False)": unbiased,
         "eps added outside the square root; it belongs inside: sqrt(var + eps)": eps_outside,

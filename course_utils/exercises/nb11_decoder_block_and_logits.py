@@ -15,7 +15,8 @@ def check_top_k_filter(top_k_filter: Callable) -> bool:
 
     Tried on ``(4, 10)`` logits with k = 3, ``(2, 3, 10)`` with k = 1 and ``(2, 10)`` with
     k = 10 (nothing removed). Says when removed entries are 0 instead of ``-inf``, when a row
-    keeps the wrong number of entries, and when the answer is already probabilities.
+    keeps the wrong number of entries, when removed entries get a large finite negative number
+    (such as -1e9) instead of ``-inf``, and when the answer is already probabilities.
     """
     generator = torch.Generator().manual_seed(12)
     cases = [
@@ -42,6 +43,13 @@ def check_top_k_filter(top_k_filter: Callable) -> bool:
                 return (
                     f"{name} sets removed logits to 0; use -inf, since softmax gives a 0 logit "
                     "a positive probability"
+                )
+            removed = answer[remove]
+            if remove.any() and torch.isfinite(removed).all() and (removed <= -1e4).all():
+                return (
+                    f"{name} sets removed logits to {removed.max().item():.3g}, a finite number; "
+                    "use -inf, which gives probability exactly 0 whatever the other logits are "
+                    "(a finite value gives 0 only while the kept logits are far above it)"
                 )
             kept = (answer != float("-inf")).sum(-1)
             if (kept != k).any():
