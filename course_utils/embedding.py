@@ -58,9 +58,12 @@ class TokenEmbedding(nn.Module):
     """Look up a learned vector for each token id and multiply it by sqrt(d_model).
 
     Looking up row ``i`` of the table ``W`` equals ``one_hot(i) @ W``; the lookup is just
-    the fast way to do that product. The paper multiplies by sqrt(d_model) (§3.4) so that
-    embeddings and positional encodings have comparable size; with weight tying the same
-    ``W`` is also the output layer.
+    the fast way to do that product. The paper multiplies by sqrt(d_model) (§3.4) without
+    giving a reason; the usual reading, that it makes embeddings as large as the positional
+    table, holds only for a table initialised with std about 1/sqrt(d_model). This table
+    starts from N(0, 0.02), so a scaled entry has std 0.02 * sqrt(d_model) (about 0.1 for
+    d_model = 24, 0.45 for 512), below the sinusoidal table's entries in [-1, 1] (RMS
+    1/sqrt(2)). With weight tying the same ``W`` is also the output layer.
 
     Args:
         vocab_size: V, number of distinct tokens.

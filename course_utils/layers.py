@@ -96,7 +96,11 @@ class DecoderBlock(nn.Module):
 
     ``x = x + attention(ln_1(x))`` with a causal mask, then ``x = x + ffn(ln_2(x))``.
     The paper (§3.1) normalises *after* each residual addition (post-LN); normalising
-    before keeps a clean residual path and trains without warm-up tricks.
+    before keeps a clean residual path. Xiong et al. (2020, §3) show why it trains more
+    easily: at initialisation post-LN's expected gradients near the output are large,
+    while pre-LN's shrink like 1/sqrt(L) with depth L, so pre-LN tolerates a larger learning
+    rate and a short warm-up (none in their experiments). The course's presets still warm
+    up for 100 steps.
 
     ``rotary_max_len`` switches on RoPE inside the attention (see :class:`MultiHeadAttention`).
 
@@ -148,9 +152,9 @@ class PostLNDecoderBlock(DecoderBlock):
     ``x = ln_1(x + attention(x))``, then ``x = ln_2(x + ffn(x))``. Same submodules and
     parameter names as :class:`DecoderBlock` (so ``load_state_dict`` moves weights between
     the two); only the order differs. Every output token is normalised, so the residual
-    stream cannot grow with depth, but the gradient reaching earlier blocks has to pass
-    through every LayerNorm instead of a clean identity path, which is why post-LN
-    Transformers need learning-rate warm-up (Xiong et al. 2020).
+    stream cannot grow with depth. The price: at initialisation the expected gradients of
+    the parameters near the output are large (Xiong et al. 2020, §3), which is why post-LN
+    Transformers need a learning-rate warm-up.
 
     Shapes: ``(B, T, C)`` -> ``(B, T, C)``.
 
