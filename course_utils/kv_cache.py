@@ -1,0 +1,368 @@
+"""Generating with a KV cache: compute each token's keys and values once, then reuse them.
+
+Without a cache, every new token runs the model on the whole context again, although the
+keys and values of the earlier tokens have not changed (causal attention: a token never
+sees later ones). A KV cache keeps, for every layer, the keys and values of the tokens seen
+so far, shape ``(B, h, T_cached, d_k)``; each step feeds only the newest token, appends its
+key and value, and attends over the cache. Per step the work drops from a pass over T
+tokens to a pass over one token (plus one dot product with each of the T cached keys).
+
+The cached forward below reuses :class:`course_utils.model.TinyDecoder`'s own modules and
+weights, step by step as its ``forward`` does; nothing is copied or retrained.
+
+**Positions.** The newest token's position is the cache length: RoPE rotates its query and
+key by that position (``RotaryEmbedding(x, offset=...)``), and added sinusoidal or learned
+positions use that row of the table. Forgetting the offset gives every new token position 0.
+
+**Past block_size: crop and recompute.** The model was trained on at most ``block_size``
+positions, so the cache may not grow beyond that. When the next token would not fit, the
+context is cropped to its last ``crop_to`` tokens and their cache is recomputed from
+scratch (one forward pass over ``crop_to`` tokens), then generation continues one token at a
+time. A *rolling* cache (drop the oldest key, keep the rest) would be cheaper but not exact:
+in layers after the first, each cached key was computed while the dropped token was still
+in the context, and with added positions every cached token would also have to change
+position. Crop-and-recompute gives exactly the logits of the uncached model on the same
+context, which :func:`generate` (same crop rule, no cache) lets us check.
+``crop_to = block_size`` recomputes at every step once the window is full: the sliding
+window of ``TinyDecoder.generate``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from course_utils.attention import merge_heads, split_heads
+from course_utils.embedding import check_token_ids
+from course_utils.layers import DecoderBlock
+from course_utils.model import TinyDecoder
+from course_utils.sampling import sample_next
+
+
+@dataclass
+class KVCache:
+    """Per layer, the keys and values of every token seen so far.
+
+    Attributes:
+        keys: one tensor per layer, ``(B, h, T_cached, d_k)``.
+        values: one tensor per layer, ``(B, h, T_cached, d_k)``.
+    """
+
+    keys: list[torch.Tensor] = field(default_factory=list)
+    values: list[torch.Tensor] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        """T_cached: the number of tokens whose keys and values are stored."""
+        return self.keys[0].shape[2] if self.keys else 0
+
+    def append(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add the new tokens' keys and values of ``layer``; return all of them.
+
+        Args:
+            layer: block index; layers are filled in order 0, 1, ... at every step.
+            k, v: ``(B, h, T_new, d_k)``, already projected (and, with RoPE, rotated).
+
+        Returns:
+            ``(keys, values)`` of that layer, ``(B, h, T_cached + T_new, d_k)`` each.
+
+        Raises:
+            ValueError: ``layer`` skips a layer, or the shapes do not match the cache.
+        """
+        if k.ndim != 4 or k.shape != v.shape:
+            raise ValueError(
+                f"k and v must both be (B, h, T_new, d_k), got {tuple(k.shape)} and "
+                f"{tuple(v.shape)}; split the heads first"
+            )
+        if layer == len(self.keys):  # the first step of this layer
+            self.keys.append(k)
+            self.values.append(v)
+        elif 0 <= layer < len(self.keys):
+            cached = self.keys[layer]
+            if cached.shape[:2] != k.shape[:2] or cached.shape[3] != k.shape[3]:
+                raise ValueError(
+                    f"layer {layer} caches (B, h, T, d_k) = {tuple(cached.shape)}; the new "
+                    f"keys {tuple(k.shape)} differ in B, h or d_k"
+                )
+            # Append along the time axis: (B, h, T_cached, d_k) -> (B, h, T_cached + T_new, d_k)
+            self.keys[layer] = torch.cat([cached, k], dim=2)
+            self.values[layer] = torch.cat([self.values[layer], v], dim=2)
+        else:
+            raise ValueError(
+                f"layer {layer} out of order: the cache holds {len(self.keys)} layers; "
+                "fill layers 0, 1, ... in order"
+            )
+        return self.keys[layer], self.values[layer]
+
+    def nbytes(self) -> int:
+        """Bytes held by all cached tensors: ``2 * n_layers * B * T * d_model * bytes``."""
+        return sum(t.numel() * t.element_size() for t in self.keys + self.values)
+
+
+def _add_positions(model: TinyDecoder, x: torch.Tensor, start: int) -> torch.Tensor:
+    """Add rows ``start .. start + T - 1`` of the model's position table (nothing for RoPE)."""
+    kind, end = model.config.positional, start + x.shape[1]
+    if kind == "sinusoidal":
+        return x + model.position.pe[start:end].to(x.dtype)  # (T, C) broadcasts over B
+    if kind == "learned":
+        return x + model.position.weight[start:end]
+    return x  # rope: positions enter as rotations of q and k
+
+
+def _attention_step(block: DecoderBlock, x: torch.Tensor, cache: KVCache, layer: int, start: int):
+    """Causal self-attention of the new tokens over the cached ones plus themselves.
+
+    ``x``: ``(B, T_new, C)`` after ``ln_1``; the new tokens sit at positions
+    ``start .. start + T_new - 1``. Returns ``(B, T_new, C)``.
+    """
+    attention = block.attention
+    q = split_heads(attention.w_q(x), attention.n_heads)  # (B, T_new, C) -> (B, h, T_new, d_k)
+    k = split_heads(attention.w_k(x), attention.n_heads)  # (B, T_new, C) -> (B, h, T_new, d_k)
+    v = split_heads(attention.w_v(x), attention.n_heads)  # (B, T_new, C) -> (B, h, T_new, d_k)
+    if attention.rotary is not None:  # rotate by the absolute positions, not 0 .. T_new - 1
+        q, k = attention.rotary(q, offset=start), attention.rotary(k, offset=start)
+    k, v = cache.append(layer, k, v)  # (B, h, start + T_new, d_k): the whole context so far
+    new = q.shape[2]
+    if new == 1:  # one query may see every cached key: no mask needed
+        out = F.scaled_dot_product_attention(q, k, v)
+    elif start == 0:  # the prompt: the usual causal mask
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:  # query i sits at position start + i and sees keys 0 .. start + i
+        # (is_causal=True would align the triangle to the top left, which is wrong here)
+        mask = torch.ones(new, start + new, dtype=torch.bool, device=x.device).tril(start)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return attention.w_o(merge_heads(out))  # (B, h, T_new, d_k) -> (B, T_new, C)
+
+
+@torch.no_grad()
+def forward_with_cache(model: TinyDecoder, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    """Run the new tokens ``ids`` through ``model``, reading and extending ``cache``.
+
+    Equal to ``model(context)[0][:, -T_new:]`` where ``context`` is every token the cache
+    has seen followed by ``ids``, but each earlier token's keys and values come from the
+    cache instead of being recomputed. Call with the whole prompt first (empty cache), then
+    with one token at a time. The model must be in eval mode (no dropout).
+
+    Args:
+        model: a :class:`TinyDecoder` (pre-LN blocks).
+        ids: int64 ``(B, T_new)``, the tokens after the cached ones.
+        cache: a :class:`KVCache`, extended in place by ``T_new`` in every layer.
+
+    Returns:
+        logits ``(B, T_new, V)``.
+
+    Raises:
+        ValueError: ``len(cache) + T_new > block_size`` (crop first), bad ids, a batch size
+            that differs from the cache's, or a model in training mode.
+        TypeError: blocks that are not pre-LN :class:`DecoderBlock`.
+    """
+    if model.training:
+        raise ValueError("call model.eval() first: dropout would make the cache inconsistent")
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.shape[1] == 0:
+        shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"ids must be (B, T_new) with T_new >= 1, got {shape}")
+    check_token_ids(ids, model.config.vocab_size)
+    start, block_size = len(cache), model.config.block_size
+    if start + ids.shape[1] > block_size:
+        raise ValueError(
+            f"{start} cached + {ids.shape[1]} new tokens exceed block_size={block_size}; "
+            "crop the context and rebuild the cache (see generate_with_cache)"
+        )
+    if cache.keys and cache.keys[0].shape[0] != ids.shape[0]:
+        raise ValueError(f"the cache holds B={cache.keys[0].shape[0]}, ids have B={ids.shape[0]}")
+    for block in model.blocks:
+        if type(block) is not DecoderBlock:
+            raise TypeError(f"expected pre-LN DecoderBlock layers, got {type(block).__name__}")
+    x = _add_positions(model, model.token_embedding(ids), start)  # (B, T_new) -> (B, T_new, C)
+    for layer, block in enumerate(model.blocks):
+        x = x + _attention_step(block, block.ln_1(x), cache, layer, start)
+        x = x + block.feed_forward(block.ln_2(x))  # (B, T_new, C)
+    return model.lm_head(model.final_norm(x))  # (B, T_new, C) -> (B, T_new, V)
+
+
+def _check_generate_args(model: TinyDecoder, ids, max_new_tokens: int, crop_to: int | None) -> int:
+    """Validate the arguments of both generators; return ``crop_to`` (default block_size // 2)."""
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.shape[1] == 0:
+        shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(
+            f"the prompt must be (B, T0) token ids with T0 >= 1, got {shape}; "
+            "add a batch axis with ids[None]"
+        )
+    check_token_ids(ids, model.config.vocab_size)
+    if (
+        isinstance(max_new_tokens, bool)
+        or not isinstance(max_new_tokens, int)
+        or max_new_tokens < 0
+    ):
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    block_size = model.config.block_size
+    crop_to = block_size // 2 if crop_to is None else crop_to
+    if isinstance(crop_to, bool) or not isinstance(crop_to, int) or not 1 <= crop_to <= block_size:
+        raise ValueError(
+            f"crop_to must be an int in [1, block_size={block_size}], got {crop_to!r}; it is "
+            "how many recent tokens are kept when the context window is full"
+        )
+    return crop_to
+
+
+@torch.no_grad()
+def generate(
+    model: TinyDecoder,
+    ids: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    crop_to: int | None = None,
+    return_logits: bool = False,
+    **sampling,
+):
+    """Generate without a cache: run the model on the whole context at every step.
+
+    The context starts at the prompt's last ``block_size`` tokens; when a new token would
+    make it longer than ``block_size``, it is cropped to its last ``crop_to`` tokens (the
+    same rule as :func:`generate_with_cache`, so the two can be compared token by token).
+
+    Args:
+        model: a :class:`TinyDecoder`; put in eval mode for the call.
+        ids: int64 ``(B, T0)`` prompt, on the model's device.
+        max_new_tokens: tokens to add, >= 0.
+        crop_to: tokens kept when the window is full, in ``[1, block_size]``; default
+            ``block_size // 2``. ``block_size`` gives ``TinyDecoder.generate``'s sliding window.
+        return_logits: also return each step's logits.
+        **sampling: ``temperature``, ``top_k``, ``top_p``, ``greedy``, ``generator`` for
+            :func:`course_utils.sampling.sample_next`.
+
+    Returns:
+        ids ``(B, T0 + max_new_tokens)``; with ``return_logits`` also logits
+        ``(B, max_new_tokens, V)`` float32.
+
+    Raises:
+        ValueError: bad prompt, max_new_tokens or crop_to; bad sampling options.
+    """
+    crop_to = _check_generate_args(model, ids, max_new_tokens, crop_to)
+    was_training, block_size = model.training, model.config.block_size
+    model.eval()
+    start, steps = max(0, ids.shape[1] - block_size), []
+    try:
+        for _ in range(max_new_tokens):
+            logits = model(ids[:, start:])[0][:, -1, :].float()  # (B, T, V) -> (B, V)
+            steps.append(logits)
+            ids = torch.cat([ids, sample_next(logits, **sampling)], dim=1)  # (B, T) -> (B, T+1)
+            if ids.shape[1] - start > block_size:
+                start = ids.shape[1] - crop_to
+    finally:
+        model.train(was_training)
+    return (ids, _stack(steps, ids, model)) if return_logits else ids
+
+
+@torch.no_grad()
+def generate_with_cache(
+    model: TinyDecoder,
+    ids: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    crop_to: int | None = None,
+    return_logits: bool = False,
+    **sampling,
+):
+    """Generate with a KV cache: the prompt once, then one token per step.
+
+    Same arguments, same crop rule and, up to float rounding, the same logits as
+    :func:`generate`: when a new token does not fit in ``block_size``, the context is
+    cropped to its last ``crop_to`` tokens and their cache is recomputed.
+
+    Returns:
+        ids ``(B, T0 + max_new_tokens)``; with ``return_logits`` also logits
+        ``(B, max_new_tokens, V)`` float32.
+
+    Raises:
+        ValueError: bad prompt, max_new_tokens or crop_to; bad sampling options.
+    """
+    crop_to = _check_generate_args(model, ids, max_new_tokens, crop_to)
+    was_training, block_size = model.training, model.config.block_size
+    model.eval()
+    start, steps, cache = max(0, ids.shape[1] - block_size), [], KVCache()
+    try:
+        logits = forward_with_cache(model, ids[:, start:], cache)[:, -1, :].float()  # prefill
+        for step in range(max_new_tokens):
+            steps.append(logits)
+            next_id = sample_next(logits, **sampling)  # (B, 1)
+            ids = torch.cat([ids, next_id], dim=1)  # (B, T) -> (B, T + 1)
+            if step == max_new_tokens - 1:
+                break  # the last token needs no logits
+            if len(cache) + 1 > block_size:  # the window is full: crop and recompute
+                start, cache = ids.shape[1] - crop_to, KVCache()
+                logits = forward_with_cache(model, ids[:, start:], cache)[:, -1, :].float()
+            else:  # (B, 1) -> (B, 1, V) -> (B, V)
+                logits = forward_with_cache(model, next_id, cache)[:, -1, :].float()
+    finally:
+        model.train(was_training)
+    return (ids, _stack(steps, ids, model)) if return_logits else ids
+
+
+def _stack(steps: list[torch.Tensor], ids: torch.Tensor, model: TinyDecoder) -> torch.Tensor:
+    """Each step's ``(B, V)`` logits as one ``(B, n_steps, V)`` tensor (empty when no step)."""
+    if not steps:
+        return torch.empty(ids.shape[0], 0, model.config.vocab_size, device=ids.device)
+    return torch.stack(steps, dim=1)  # n_steps x (B, V) -> (B, n_steps, V)
+
+
+@torch.no_grad()
+def time_per_token(
+    model: TinyDecoder, context_lengths: list[int], use_cache: bool, repeats: int = 3
+) -> list[float]:
+    """Seconds to produce the logits of one new token, at each context length, median of
+    ``repeats`` (wall clock; noisy on a shared machine).
+
+    Without the cache, one step is a forward pass over the whole context of length T. With
+    it, the cache first holds ``T - 1`` tokens (not timed) and one step feeds one token.
+    Token ids are random: the time does not depend on the weights' values or the text.
+
+    Args:
+        model: a :class:`TinyDecoder` in eval mode, on its device (CUDA is synchronised).
+        context_lengths: each T in ``[1, block_size - repeats + 1]``.
+        use_cache: time :func:`forward_with_cache` instead of ``model(ids)``.
+        repeats: steps timed per length (with the cache: consecutive steps T, T+1, ...).
+
+    Returns:
+        One float per context length, in seconds.
+
+    Raises:
+        ValueError: a length outside that range, ``repeats < 1``, or a model in training mode.
+    """
+    block_size, device = model.config.block_size, next(model.parameters()).device
+    if repeats < 1 or any(not 1 <= t <= block_size - repeats + 1 for t in context_lengths):
+        raise ValueError(
+            f"need repeats >= 1 and every context length in [1, block_size - repeats + 1 = "
+            f"{block_size - repeats + 1}], got repeats={repeats}, lengths={list(context_lengths)}"
+        )
+    if model.training:
+        raise ValueError("call model.eval() first: timings should not include dropout")
+    ids = torch.randint(model.config.vocab_size, (1, block_size), device=device)
+
+    def timed(function, *args) -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        begin = time.perf_counter()
+        function(*args)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - begin
+
+    medians = []
+    for length in context_lengths:
+        if use_cache:
+            cache = KVCache()
+            if length > 1:
+                forward_with_cache(model, ids[:, : length - 1], cache)  # prefill, not timed
+            steps = [
+                timed(forward_with_cache, model, ids[:, t : t + 1], cache)
+                for t in range(length - 1, length - 1 + repeats)
+            ]
+        else:
+            steps = [timed(model, ids[:, :length]) for _ in range(repeats)]
+        medians.append(sorted(steps)[len(steps) // 2])
+    return medians

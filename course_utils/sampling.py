@@ -1,0 +1,205 @@
+"""Choosing the next token from the logits: greedy, temperature, top-k, top-p, and a seeded draw.
+
+Every function takes the logits of the *last* position only, shape ``(B, V)`` (one row of
+unnormalised scores per sequence), and never changes its input. Filters return logits with
+the removed entries set to ``-inf``, so that a softmax gives them probability exactly 0.
+
+Sources: temperature as in Hinton et al. 2015 (§2) and Ackley et al. 1985; top-k as in
+Fan et al. 2018, "Hierarchical Neural Story Generation" (§5.4); top-p (nucleus sampling) as in
+Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration" (§3.1).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def check_logits(logits: torch.Tensor, name: str = "logits") -> None:
+    """Raise a clear error unless ``logits`` is a float tensor of shape ``(B, V)``.
+
+    Raises:
+        TypeError: not a tensor, or not a float dtype.
+        ValueError: not 2-D, or an axis of size 0.
+    """
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor (B, V), got {type(logits).__name__}")
+    if not logits.dtype.is_floating_point:
+        raise TypeError(
+            f"{name} must be a float tensor (B, V) of scores, got dtype {logits.dtype}; "
+            "token ids go through the model first"
+        )
+    if logits.ndim != 2 or 0 in logits.shape:
+        raise ValueError(
+            f"{name} must have shape (B, V) with B, V >= 1, got {tuple(logits.shape)}; for the "
+            "model's (B, T, V) output take the last position: logits[:, -1, :]"
+        )
+
+
+def greedy_token(logits: torch.Tensor) -> torch.Tensor:
+    """The most likely next token of each row: ``argmax`` over the vocabulary.
+
+    Args:
+        logits: float ``(B, V)``.
+
+    Returns:
+        int64 ``(B, 1)``, ready for ``torch.cat([ids, next_id], dim=1)``. Ties go to the
+        smallest id (``torch.argmax``).
+
+    Raises:
+        TypeError, ValueError: see :func:`check_logits`.
+    """
+    check_logits(logits)
+    return logits.argmax(dim=-1, keepdim=True)  # (B, V) -> (B, 1)
+
+
+def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Divide the logits by ``temperature``: below 1 sharpens the softmax, above 1 flattens it.
+
+    ``softmax(z / T)``: as T -> 0 it tends to greedy (all mass on the argmax), as T -> inf to
+    the uniform distribution.
+
+    Args:
+        logits: float ``(B, V)``.
+        temperature: a finite number > 0.
+
+    Returns:
+        float ``(B, V)``, same dtype.
+
+    Raises:
+        ValueError: ``temperature`` is not a finite number > 0 (use :func:`greedy_token` for T = 0).
+        TypeError, ValueError: see :func:`check_logits`.
+    """
+    check_logits(logits)
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise ValueError(f"temperature must be a number > 0, got {temperature!r}")
+    if not 0 < temperature < float("inf"):  # also rejects NaN
+        raise ValueError(
+            f"temperature must be a finite number > 0, got {temperature}; "
+            "for the most likely token (the limit T -> 0) use greedy instead"
+        )
+    return logits / temperature
+
+
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the ``k`` largest logits of each row; set the others to ``-inf``.
+
+    Entries tied with the k-th largest are kept too (so a row may keep more than k when
+    values tie).
+
+    Args:
+        logits: float ``(B, V)``.
+        k: an int in ``[1, V]``; ``k = V`` keeps everything, ``k = 1`` is greedy.
+
+    Returns:
+        float ``(B, V)``: the kept logits unchanged, the rest ``-inf``.
+
+    Raises:
+        ValueError: ``k`` is not an int in ``[1, V]``.
+        TypeError, ValueError: see :func:`check_logits`.
+    """
+    check_logits(logits)
+    vocab_size = logits.shape[-1]
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= vocab_size:
+        raise ValueError(
+            f"k must be an int in [1, V={vocab_size}], got {k!r}; k = 1 is greedy, "
+            f"k = {vocab_size} keeps every token"
+        )
+    kth_largest = torch.topk(logits, k, dim=-1).values[:, -1:]  # (B, 1)
+    return logits.masked_fill(logits < kth_largest, float("-inf"))
+
+
+def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Nucleus filter: keep the smallest set of most likely tokens whose probability sums to
+    at least ``p``; set the others to ``-inf`` (Holtzman et al. 2020, §3.1).
+
+    Sort each row's probabilities in decreasing order; a token is kept when the probability
+    of the tokens *before* it is still below ``p``. The most likely token is therefore always
+    kept, and ``p = 1`` keeps everything. Unlike top-k, the number kept adapts: few tokens
+    when the model is sure, many when it is not.
+
+    Args:
+        logits: float ``(B, V)``.
+        p: a number in ``(0, 1]``.
+
+    Returns:
+        float ``(B, V)``: the kept logits unchanged, the rest ``-inf``.
+
+    Raises:
+        ValueError: ``p`` is not a number in ``(0, 1]``.
+        TypeError, ValueError: see :func:`check_logits`.
+    """
+    check_logits(logits)
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        raise ValueError(
+            f"p must be a number in (0, 1], got {p!r}; p = 1 keeps every token, "
+            "a small p keeps only the most likely ones"
+        )
+    if p == 1:
+        return logits.clone()  # rounding could make a cumulative sum exceed 1
+    probabilities = torch.softmax(logits.float(), dim=-1)  # (B, V)
+    sorted_probabilities, order = probabilities.sort(dim=-1, descending=True)  # (B, V) each
+    mass_before = sorted_probabilities.cumsum(dim=-1) - sorted_probabilities  # exclusive sum
+    remove_sorted = mass_before >= p  # (B, V) in sorted order; position 0 is never removed
+    remove = remove_sorted.scatter(-1, order, remove_sorted)  # back to vocabulary order
+    return logits.masked_fill(remove, float("-inf"))
+
+
+def seeded_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """A ``torch.Generator`` started from ``seed``: the same seed gives the same samples.
+
+    A generator of its own (instead of the global seed) keeps a sample reproducible however
+    many random numbers other code draws in between.
+
+    Raises:
+        ValueError: ``seed`` is not a non-negative int.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def sample_next(
+    logits: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Pick the next token of each row: greedy, or temperature -> top-k -> top-p -> draw.
+
+    The filters run in that order (as in common libraries); the draw is
+    ``torch.multinomial(softmax(filtered), 1, generator=generator)``.
+
+    Args:
+        logits: float ``(B, V)``, the last position's scores.
+        temperature: > 0; ignored when ``greedy``.
+        top_k: keep the k most likely tokens, ``1 <= k <= V``; None = no limit.
+        top_p: keep the nucleus of mass ``p`` in ``(0, 1]``; None = no limit.
+        greedy: take the argmax (all other options ignored).
+        generator: random generator on the logits' device (see :func:`seeded_generator`);
+            None uses the global one, which other code also advances.
+
+    Returns:
+        int64 ``(B, 1)``.
+
+    Raises:
+        ValueError: bad temperature, top_k or top_p (see the filters); a generator on
+            another device than the logits.
+        TypeError, ValueError: see :func:`check_logits`.
+    """
+    if greedy:
+        return greedy_token(logits)
+    logits = apply_temperature(logits, temperature)
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    if generator is not None and generator.device.type != logits.device.type:
+        raise ValueError(
+            f"the generator is on {generator.device} but the logits on {logits.device}; "
+            f"use seeded_generator(seed, device={str(logits.device)!r})"
+        )
+    probabilities = torch.softmax(logits.float(), dim=-1)  # (B, V), rows sum to 1
+    return torch.multinomial(probabilities, 1, generator=generator)  # (B, 1)
