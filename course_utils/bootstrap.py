@@ -268,7 +268,7 @@ def colab_setup(root: Path = REPOSITORY_ROOT) -> None:
     for arguments in colab_requirements(root):
         if all(_installed(r) for r in arguments if r != "--no-deps"):
             continue
-        command = [sys.executable, "-m", "pip", "install", "--quiet", *arguments]
+        command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-color", *arguments]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]

@@ -254,8 +254,10 @@ def test_cell_in_colab_clones_the_repository_then_installs_the_pins_silently(col
     course = str(Path.cwd() / "transformer-course")
     assert clone == ["git", "clone", "--quiet", "--depth=1", REPOSITORY, course]
     assert sys.path[0] == course
-    assert all(c[:5] == [sys.executable, "-m", "pip", "install", "--quiet"] for c in pip)
-    assert [c[5:] for c in pip] == bootstrap.colab_requirements()
+    assert all(
+        c[:6] == [sys.executable, "-m", "pip", "install", "--quiet", "--no-color"] for c in pip
+    )
+    assert [c[6:] for c in pip] == bootstrap.colab_requirements()
     assert font == "font", "the CJK font is registered after the installs"
     assert capsys.readouterr() == ("", "")
     colab.clear()
