@@ -47,6 +47,10 @@ from course_utils.exercises.nb12_training import (
     check_learning_rate,
     check_training_step,
 )
+from course_utils.exercises.nb14_encoder_decoder import (
+    check_cross_attention,
+    check_encoder_decoder_masks,
+)
 
 __all__ = [
     "compare",
@@ -79,4 +83,6 @@ __all__ = [
     "check_training_step",
     "check_learning_rate",
     "check_estimate_loss",
+    "check_cross_attention",
+    "check_encoder_decoder_masks",
 ]
