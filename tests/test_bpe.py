@@ -203,5 +203,9 @@ def test_module_examples_run(monkeypatch, tmp_path):
 
     monkeypatch.setattr(jieba, "dt", jieba.Tokenizer())  # a fresh jieba, cached under tmp_path
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    result = doctest.testmod(tokenization, optionflags=doctest.ELLIPSIS)
-    assert result.attempted >= 8 and result.failed == 0
+    attempted = 0
+    for module in (tokenization.char, tokenization.bpe, tokenization.words):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, module.__name__
+        attempted += result.attempted
+    assert attempted >= 8

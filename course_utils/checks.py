@@ -1,0 +1,180 @@
+"""Argument checks shared by the whole package, so that every misuse gets one kind of message:
+the argument's name, what was expected, what was given, and the fix.
+
+* :func:`check_int` / :func:`check_float` / :func:`check_choice`: counts, sizes, rates, names.
+* :func:`check_text`: a ``str`` (``bytes`` is refused with the ``.decode("utf-8")`` fix).
+* :func:`as_id_tensor`: token ids as an int64 tensor. Any integer dtype (``uint8``, ``uint16``
+  from nanoGPT-style ``.bin`` memmaps, ``int32``, numpy arrays, Python lists) is converted to
+  ``torch.long``; ``uint8`` is never read as a boolean mask. Floats and bools are refused.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import torch
+
+
+def _describe(value: object) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def check_int(
+    value: object, name: str, minimum: int | None = None, maximum: int | None = None, why: str = ""
+) -> int:
+    """Return ``value`` as an ``int`` if it is an integer in ``[minimum, maximum]``.
+
+    A float is refused even when it is whole (``1e3``): a count written as a float is usually
+    a mistake, and the fix is one ``int(...)``. A bool is refused (``True`` is not a count).
+
+    Raises:
+        TypeError: not an integer (floats, bools, strings, tensors of more than one value).
+        ValueError: below ``minimum`` or above ``maximum``.
+    """
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
+        value = value.item() if value.dtype != torch.bool else value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        fix = f"; pass int({value!r})" if isinstance(value, numbers.Real) else ""
+        raise TypeError(f"{name} must be an int, got {_describe(value)}{fix}")
+    value = int(value)
+    reason = f" ({why})" if why else ""
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}{reason}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum}{reason}, got {value}")
+    return value
+
+
+def check_float(
+    value: object,
+    name: str,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    why: str = "",
+) -> float:
+    """Return ``value`` as a ``float`` if it is a real number (ints too) in the given range.
+
+    Raises:
+        TypeError: not a real number (bools, strings, tensors of more than one value).
+        ValueError: NaN, infinite where a bound is set, or outside the range.
+    """
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool:
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {_describe(value)}")
+    value = float(value)
+    left = "(" if low_open else "["
+    right = ")" if high_open else "]"
+    interval = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
+    reason = f" ({why})" if why else ""
+    too_low = low is not None and (value <= low if low_open else value < low)
+    too_high = high is not None and (value >= high if high_open else value > high)
+    if math.isnan(value) or too_low or too_high:
+        raise ValueError(f"{name} must be in {interval}{reason}, got {value}")
+    return value
+
+
+def check_choice(value: object, name: str, choices: tuple) -> object:
+    """Raise ValueError unless ``value`` is one of ``choices``."""
+    if not isinstance(value, str | int | float | type(None)) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {_describe(value)}")
+    return value
+
+
+def check_text(text: object, name: str = "text") -> str:
+    """Return ``text`` if it is a ``str``.
+
+    Raises:
+        TypeError: ``bytes`` (fix: ``.decode("utf-8")``), a list of strings, ids, or anything else.
+    """
+    if isinstance(text, str):
+        return text
+    if isinstance(text, bytes | bytearray):
+        raise TypeError(
+            f"{name} must be a str, got {type(text).__name__}; decode it first: "
+            f'{name}.decode("utf-8")'
+        )
+    if isinstance(text, list | tuple) and text and all(isinstance(t, str) for t in text):
+        raise TypeError(
+            f"{name} must be one str, got a {type(text).__name__} of {len(text)} strings; "
+            f'join them first ("".join(...)) or call once per string'
+        )
+    hint = "; to turn ids back into text use decode" if _looks_like_ids(text) else ""
+    raise TypeError(f"{name} must be a str, got {type(text).__name__}{hint}")
+
+
+def _looks_like_ids(value: object) -> bool:
+    if isinstance(value, torch.Tensor | np.ndarray):
+        return True
+    return isinstance(value, list | tuple) and all(isinstance(v, numbers.Integral) for v in value)
+
+
+def as_id_tensor(ids: object, name: str = "ids") -> torch.Tensor:
+    """``ids`` as an int64 tensor (same shape; tensors keep their device).
+
+    Accepts a tensor or numpy array of any integer dtype, or a (nested) list of ints.
+
+    Raises:
+        TypeError: bool, float or complex values; text; something that is not array-like.
+    """
+    if isinstance(ids, str | bytes):
+        raise TypeError(
+            f"{name} must be token ids, got {type(ids).__name__}; encode the text first "
+            "(e.g. tokenizer.encode(text))"
+        )
+    if isinstance(ids, np.ndarray):
+        ids = torch.from_numpy(np.asarray(ids, dtype=np.int64) if _np_integer(ids) else ids)
+    elif not isinstance(ids, torch.Tensor):
+        try:
+            ids = torch.as_tensor(ids)
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise TypeError(
+                f"{name} must be token ids (a tensor, numpy array or list of ints), got "
+                f"{type(ids).__name__}: {error}"
+            ) from None
+    if ids.dtype == torch.bool or ids.dtype.is_floating_point or ids.dtype.is_complex:
+        raise TypeError(
+            f"{name} must hold integer token ids, got dtype {ids.dtype}; convert whole-number "
+            f"floats with {name}.long(), and pass ids, not a mask or probabilities"
+        )
+    return ids if ids.dtype == torch.long else ids.long()
+
+
+def _np_integer(array: np.ndarray) -> bool:
+    return np.issubdtype(array.dtype, np.integer)
+
+
+def as_id_list(ids: object, vocab_size: int, name: str = "ids") -> list[int]:
+    """One sequence of ids as a list of ints in ``[0, vocab_size)``, for ``decode``.
+
+    Accepts a list/tuple of ints, or a 1-D tensor / numpy array of an integer dtype. A ``(1, T)``
+    batch of one row (what ``generate`` returns) is refused with the fix ``ids[0]``.
+
+    Raises:
+        TypeError: text, floats, bools, nested lists of another depth.
+        ValueError: not one sequence (2-D and more), or an id outside ``[0, vocab_size)``.
+    """
+    if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
+        ids = [ids]
+    tensor = as_id_tensor(ids, name)
+    if tensor.ndim != 1:
+        fix = (
+            f"pass {name}[0] (or {name}.squeeze(0))"
+            if tensor.ndim == 2 and tensor.shape[0] == 1
+            else f"decode one row at a time: [tok.decode(row) for row in {name}.tolist()]"
+        )
+        raise ValueError(
+            f"{name} must be one sequence of ids (1-D), got shape {tuple(tensor.shape)}; {fix}"
+        )
+    values = tensor.tolist()
+    bad = [i for i in values if not 0 <= i < vocab_size]
+    if bad:
+        raise ValueError(
+            f"{name} must be in [0, {vocab_size}), got {bad[:5]} (vocab_size={vocab_size}); "
+            "were they made by another tokenizer?"
+        )
+    return values

@@ -1,0 +1,53 @@
+"""What every tokenizer of the course shares: the id checks, and the table tokenizer (a token's
+id is its position in a vocabulary list) that :class:`CharTokenizer` and :class:`WordTokenizer`
+build on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from course_utils.checks import as_id_list
+
+
+def _ids_in_range(ids: Iterable[int], vocab_size: int) -> list[int]:
+    """One sequence of ids as a list of ints in ``[0, V)`` (see ``checks.as_id_list``).
+
+    Raises:
+        TypeError: text, floats or bools instead of integer ids.
+        ValueError: a ``(1, T)`` batch instead of one sequence, or an id outside ``[0, V)``.
+    """
+    return as_id_list(ids, vocab_size, "ids")
+
+
+class _TableTokenizer:
+    """What the table tokenizers share: a token's id is its position in ``vocab``.
+
+    Raises:
+        ValueError: ``vocab`` has duplicates.
+    """
+
+    def __init__(self, vocab: Sequence[str]):
+        vocab = list(vocab)
+        if len(set(vocab)) != len(vocab):
+            raise ValueError(
+                f"vocab has duplicates: {len(vocab)} items, {len(set(vocab))} distinct"
+            )
+        self.vocab = vocab
+        self.token_to_id = {token: i for i, token in enumerate(vocab)}
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of distinct tokens, V."""
+        return len(self.vocab)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """A sequence of ids (ints or a 1-D tensor) back to text.
+
+        Raises:
+            ValueError: an id is outside ``[0, vocab_size)``.
+        """
+        ids = _ids_in_range(ids, self.vocab_size)
+        return "".join(self.vocab[i] for i in ids)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(vocab_size={self.vocab_size})"

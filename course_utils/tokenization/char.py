@@ -1,0 +1,71 @@
+"""Character-level tokenizer: one id per character (the tokenizer of the course's model)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from course_utils.checks import check_text
+from course_utils.tokenization.base import _TableTokenizer
+
+
+class CharTokenizer(_TableTokenizer):
+    """Map each character to an integer id and back.
+
+    The vocabulary is sorted, so the ids are the same in every run. (``list(set(text))``
+    is not: Python randomises string hashing per process, so set order changes.)
+
+    Args:
+        vocab: the distinct characters, in id order.
+
+    Raises:
+        ValueError: ``vocab`` is empty, has duplicates, or has an item that is not one character.
+
+    Example:
+        >>> tok = CharTokenizer.from_text("hello")
+        >>> tok.vocab
+        ['e', 'h', 'l', 'o']
+        >>> tok.encode("hell")
+        [1, 0, 2, 2]
+        >>> tok.decode([1, 3])
+        'ho'
+    """
+
+    def __init__(self, vocab: Sequence[str]):
+        vocab = list(vocab)
+        if not vocab:
+            raise ValueError(
+                "vocab is empty; build it from text with CharTokenizer.from_text(text)"
+            )
+        bad = [c for c in vocab if not (isinstance(c, str) and len(c) == 1)]
+        if bad:
+            raise ValueError(f"every vocab item must be one character, got {bad[:5]!r}")
+        super().__init__(vocab)
+
+    @classmethod
+    def from_text(cls, text: str) -> CharTokenizer:
+        """Build the tokenizer from every distinct character of ``text``, sorted.
+
+        Raises:
+            TypeError: ``text`` is not a str (bytes included).
+            ValueError: ``text`` is empty.
+        """
+        check_text(text, "text")
+        if not text:
+            raise ValueError("text is empty; pass the corpus the tokenizer should cover")
+        return cls(sorted(set(text)))
+
+    def encode(self, text: str) -> list[int]:
+        """Text to a list of ids, one per character.
+
+        Raises:
+            TypeError: ``text`` is not a str (bytes: decode them first).
+            ValueError: ``text`` has a character that is not in the vocabulary.
+        """
+        check_text(text, "text")
+        try:
+            return [self.token_to_id[c] for c in text]
+        except KeyError as error:
+            raise ValueError(
+                f"character {error.args[0]!r} is not in the vocabulary of {self.vocab_size} "
+                "characters; build the tokenizer from a text that contains it"
+            ) from None
