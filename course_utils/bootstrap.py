@@ -282,16 +282,15 @@ def colab_setup(root: Path = REPOSITORY_ROOT) -> None:
     use_course_style()  # registers the CJK font just installed
 
 
-def setup() -> list[str]:
+def setup() -> None:
     """The setup cell's call: :func:`colab_setup` in Colab, :func:`local_setup` elsewhere.
 
-    Returns:
-        The problems :func:`local_setup` found (always empty in Colab, which raises instead).
+    Returns None, so the cell that ends with ``setup()`` shows no value.
 
     Raises:
         SetupError: in Colab, from :func:`colab_setup`.
     """
     if in_colab():
         colab_setup()
-        return []
-    return local_setup()
+    else:
+        local_setup()

@@ -208,11 +208,13 @@ def test_a_failed_pip_install_is_one_line_with_the_command_and_the_fix(monkeypat
     assert said in line and "package index" in line and "run this cell again" in line
 
 
-def test_setup_dispatches_on_colab(monkeypatch):
-    monkeypatch.setattr(bootstrap, "colab_setup", lambda: "colab")
-    monkeypatch.setattr(bootstrap, "local_setup", lambda: ["local"])
+def test_setup_dispatches_on_colab_and_returns_nothing_to_display(monkeypatch):
+    calls = []
+    monkeypatch.setattr(bootstrap, "colab_setup", lambda: calls.append("colab"))
+    monkeypatch.setattr(bootstrap, "local_setup", lambda: calls.append("local") or ["problem"])
     monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
-    assert bootstrap.setup() == ["local"]
+    assert bootstrap.setup() is None  # the cell's last line: no Out[] value
     monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab-test")
-    assert bootstrap.setup() == []
+    assert bootstrap.setup() is None
+    assert calls == ["local", "colab"]
