@@ -207,3 +207,30 @@ def split_numbers(test_fraction: float = 0.2, seed: int = 0) -> tuple[list[int],
 def all_pairs(numbers: list[int]) -> tuple[list[int], list[str]]:
     """Every number twice, once per output: ``([n, n, ...], ["digits", "chinese", ...])``."""
     return [n for n in numbers for _ in TARGET_TAGS], [o for _ in numbers for o in TARGET_TAGS]
+
+
+def translate(model, task: NumberTask, numbers: list[int], outputs: list[str]) -> list[str]:
+    """Greedy translations of ``numbers`` into ``outputs`` by an encoder–decoder ``model``.
+
+    ``model`` needs ``greedy_decode(src, start, eos_id, max_new_tokens)``
+    (:class:`course_utils.encoder_decoder.EncoderDecoder`); at most 6 characters are written
+    (the longest output, e.g. 九百九十九, has 5, then ``<eos>``).
+
+    Raises:
+        ValueError: from :meth:`NumberTask.batch`.
+    """
+    batch = task.batch(numbers, outputs)
+    start = torch.tensor([[task.tag_id(o)] for o in outputs])  # (B, 1): the target tag
+    ids = model.greedy_decode(batch["src"], start, task.eos_id, max_new_tokens=6)
+    return [task.decode_target(row) for row in ids]
+
+
+def exact_match(task: NumberTask, predictions: list[str], numbers: list[int], outputs: list[str]):
+    """Fraction of predictions equal to the reference output, character for character."""
+    if not len(predictions) == len(numbers) == len(outputs) or not predictions:
+        raise ValueError(
+            f"need as many predictions as numbers and outputs (> 0), got {len(predictions)}, "
+            f"{len(numbers)}, {len(outputs)}"
+        )
+    right = [p == task.target_text(n, o) for p, n, o in zip(predictions, numbers, outputs)]
+    return sum(right) / len(right)
