@@ -36,7 +36,8 @@ def check_int(
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
         value = value.item() if value.dtype != torch.bool else value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        fix = f"; pass int({value!r})" if isinstance(value, numbers.Real) else ""
+        is_number = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+        fix = f"; pass int({value!r})" if is_number else ""
         raise TypeError(f"{name} must be an int, got {_describe(value)}{fix}")
     value = int(value)
     reason = f" ({why})" if why else ""
@@ -69,7 +70,9 @@ def check_float(
     value = float(value)
     left = "(" if low_open else "["
     right = ")" if high_open else "]"
-    interval = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
+    lower = "-inf" if low is None else f"{low:g}"
+    upper = "inf" if high is None else f"{high:g}"
+    interval = f"{left}{lower}, {upper}{right}"
     reason = f" ({why})" if why else ""
     too_low = low is not None and (value <= low if low_open else value < low)
     too_high = high is not None and (value >= high if high_open else value > high)

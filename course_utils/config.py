@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
+import math
 from dataclasses import dataclass, fields
 
+from course_utils.checks import check_choice, check_float, check_int
+
 POSITIONAL_KINDS = ("sinusoidal", "learned", "rope")
+#: What ``TrainConfig.autocast_dtype`` may ask for (see :mod:`course_utils.training.precision`).
+AUTOCAST_DTYPES = ("float32", "bfloat16", "float16")
+#: Warm-up steps by default (also accepted when a short run has max_iters <= 100).
+DEFAULT_WARMUP_ITERS = 100
 
 
 @dataclass
@@ -24,8 +32,11 @@ class ModelConfig:
             rotated by position inside attention, Su et al. 2021).
 
     Raises:
-        ValueError: a size is not positive, d_model is not divisible by n_heads,
-            d_model is odd with sinusoidal positions, or ``positional`` is unknown.
+        TypeError: a size that is not an int (a float such as ``128.0`` or ``1e3``, a bool),
+            or a dropout that is not a number.
+        ValueError: a size below 1, d_model not divisible by n_heads, d_model odd with
+            sinusoidal positions, d_k odd with rope, ``positional`` unknown, or dropout
+            outside ``[0, 1)`` (NaN included).
     """
 
     vocab_size: int
@@ -38,27 +49,29 @@ class ModelConfig:
     positional: str = "sinusoidal"
 
     def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "d_model", "n_heads", "n_layers"):
+            setattr(self, name, check_int(getattr(self, name), name, minimum=1))
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
-        for name in ("vocab_size", "block_size", "d_model", "n_heads", "n_layers", "d_ff"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
+        self.d_ff = check_int(self.d_ff, "d_ff", minimum=1, why="None means 4 * d_model")
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
                 f"d_k = d_model / n_heads must be a whole number (try n_heads in "
                 f"{[h for h in range(1, self.d_model + 1) if self.d_model % h == 0]})"
             )
-        if self.positional not in POSITIONAL_KINDS:
-            raise ValueError(
-                f"positional must be one of {POSITIONAL_KINDS}, got {self.positional!r}"
-            )
+        check_choice(self.positional, "positional", POSITIONAL_KINDS)
         if self.positional == "sinusoidal" and self.d_model % 2:
-            raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+            raise ValueError(
+                f"sinusoidal positions need an even d_model, got {self.d_model}; "
+                "use an even d_model or positional='learned'"
+            )
         if self.positional == "rope" and self.d_k % 2:
-            raise ValueError(f"rope rotates channel pairs: d_k must be even, got {self.d_k}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+            raise ValueError(
+                f"rope rotates channel pairs: d_k must be even, got {self.d_k} "
+                f"(d_model={self.d_model} / n_heads={self.n_heads}); change n_heads or d_model"
+            )
+        self.dropout = check_float(self.dropout, "dropout", 0.0, 1.0, high_open=True)
 
     @property
     def d_k(self) -> int:
@@ -81,15 +94,25 @@ class TrainConfig:
         grad_clip: clip the global gradient norm to this (0 disables).
         eval_interval: evaluate every this many steps (and at the end).
         eval_iters: batches averaged per evaluation.
-        autocast_dtype: ``"float32"`` (no autocast) or ``"bfloat16"`` (used on CUDA only).
-        seed: seeds the weights and the batch order.
+        autocast_dtype: ``"float32"`` (no autocast), ``"bfloat16"`` (mixed precision on a
+            GPU: bf16, or fp16 with loss scaling on compute capability 7.x) or ``"float16"``
+            (fp16 with loss scaling on every device); see :mod:`course_utils.training.precision`.
+        seed: seeds the weights and the batch order, an int in ``[0, 2**63)``.
+
+    Raises:
+        TypeError: a count that is not an int (``2.5``, ``1e3``, ``True``), a rate that is not
+            a number.
+        ValueError: a count below 1; ``learning_rate <= 0`` or infinite; ``min_lr`` outside
+            ``[0, learning_rate]``; ``warmup_iters < 0``, or ``>= max_iters`` (except the
+            default 100); ``weight_decay`` or ``grad_clip`` negative or infinite; ``beta2``
+            outside ``[0, 1)``; NaN anywhere; ``autocast_dtype`` unknown; ``seed < 0``.
     """
 
     batch_size: int
     max_iters: int
     learning_rate: float = 1e-3
     min_lr: float = 1e-4
-    warmup_iters: int = 100
+    warmup_iters: int = DEFAULT_WARMUP_ITERS
     weight_decay: float = 0.1
     beta2: float = 0.99
     grad_clip: float = 1.0
@@ -100,11 +123,45 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "max_iters", "eval_interval", "eval_iters"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
-        if self.autocast_dtype not in ("float32", "bfloat16"):
+            setattr(self, name, check_int(getattr(self, name), name, minimum=1))
+        self.learning_rate = check_float(
+            self.learning_rate,
+            "learning_rate",
+            0.0,
+            math.inf,
+            low_open=True,
+            high_open=True,
+            why="a negative rate climbs the loss; typical: 1e-4 to 1e-3",
+        )
+        self.min_lr = check_float(
+            self.min_lr,
+            "min_lr",
+            0.0,
+            self.learning_rate,
+            why=f"the end of the decay, at most learning_rate={self.learning_rate}",
+        )
+        self._check_warmup()
+        for name, why in (
+            ("weight_decay", "0 disables it; typical: 0.1"),
+            ("grad_clip", "0 disables clipping; typical: 1.0"),
+        ):
+            value = check_float(getattr(self, name), name, 0.0, math.inf, high_open=True, why=why)
+            setattr(self, name, value)
+        self.beta2 = check_float(
+            self.beta2, "beta2", 0.0, 1.0, high_open=True, why="AdamW's second-moment decay"
+        )
+        check_choice(self.autocast_dtype, "autocast_dtype", AUTOCAST_DTYPES)
+        self.seed = check_int(self.seed, "seed", minimum=0, maximum=2**63 - 1)
+
+    def _check_warmup(self) -> None:
+        """warmup_iters: an int >= 0, and < max_iters unless it is the default 100 (kept for
+        short demo runs, whose warm-up then does not finish)."""
+        self.warmup_iters = check_int(self.warmup_iters, "warmup_iters", minimum=0)
+        if self.warmup_iters >= self.max_iters and self.warmup_iters != DEFAULT_WARMUP_ITERS:
             raise ValueError(
-                f"autocast_dtype must be 'float32' or 'bfloat16', got {self.autocast_dtype!r}"
+                f"warmup_iters must be < max_iters={self.max_iters}, got {self.warmup_iters}: "
+                "the learning rate would never reach learning_rate nor decay; use e.g. "
+                f"warmup_iters={self.max_iters // 10}"
             )
 
 
@@ -162,15 +219,18 @@ def get_config(name: str, vocab_size: int, **overrides) -> tuple[ModelConfig, Tr
     Raises:
         ValueError: unknown preset name or unknown override field.
     """
-    if name not in PRESETS:
+    if not isinstance(name, str) or name not in PRESETS:
         raise ValueError(f"unknown config {name!r}; expected one of {sorted(PRESETS)}")
     model_fields = {f.name for f in fields(ModelConfig)}
     train_fields = {f.name for f in fields(TrainConfig)}
     unknown = set(overrides) - model_fields - train_fields
     if unknown:
+        valid = sorted(model_fields | train_fields)
+        guesses = {u: difflib.get_close_matches(u, valid, n=1) for u in sorted(unknown)}
+        hint = "; ".join(f"{u!r} -> {g[0]!r}?" for u, g in guesses.items() if g)
         raise ValueError(
-            f"unknown config fields {sorted(unknown)}; valid fields are "
-            f"{sorted(model_fields | train_fields)}"
+            f"unknown config fields {sorted(unknown)}; valid fields are {valid}"
+            + (f" (did you mean: {hint})" if hint else "")
         )
     model_kwargs = {**PRESETS[name]["model"], "vocab_size": vocab_size}
     train_kwargs = dict(PRESETS[name]["train"])

@@ -340,7 +340,7 @@ CASES = [
         "config_negative_vocab",
         lambda e: config(vocab_size=-1, n_layers=1),
         ValueError,
-        "positive int",
+        "at least 1",
         "-1",
     ),
     Case(
@@ -366,10 +366,10 @@ CASES = [
     ),
     Case(
         "train_config_bad_autocast",
-        lambda e: TrainConfig(batch_size=1, max_iters=1, autocast_dtype="float16"),
+        lambda e: TrainConfig(batch_size=1, max_iters=1, autocast_dtype="fp16"),
         ValueError,
-        "'float32' or 'bfloat16'",
-        "'float16'",
+        "('float32', 'bfloat16', 'float16')",
+        "'fp16'",
     ),
     # --- the model and sampling --------------------------------------------------------------
     Case("model_1d_ids", lambda e: tiny_model()(ids(6)), ValueError, "(B, T)", "(6,)"),

@@ -56,7 +56,7 @@ def test_presets_do_not_share_mutable_state():
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        (dict(n_layers=0), "n_layers must be a positive int, got 0"),
+        (dict(n_layers=0), "n_layers must be at least 1, got 0"),
         (dict(d_model=25, n_heads=5), "sinusoidal positions need an even d_model, got 25"),
         (dict(positional="rotary"), "got 'rotary'"),
         (dict(dropout=1.0), r"dropout must be in \[0, 1\), got 1.0"),
@@ -69,7 +69,7 @@ def test_model_config_rejects_bad_values(changes, message):
 
 
 def test_train_config_rejects_bad_values():
-    with pytest.raises(ValueError, match=r"batch_size must be a positive int, got 0"):
+    with pytest.raises(ValueError, match=r"batch_size must be at least 1, got 0"):
         TrainConfig(batch_size=0, max_iters=10)
-    with pytest.raises(ValueError, match=r"got 'float16'"):
-        TrainConfig(batch_size=1, max_iters=10, autocast_dtype="float16")
+    with pytest.raises(ValueError, match=r"got 'fp16'"):
+        TrainConfig(batch_size=1, max_iters=10, autocast_dtype="fp16")
