@@ -47,6 +47,11 @@ from course_utils.exercises.nb12_training import (
     check_learning_rate,
     check_training_step,
 )
+from course_utils.exercises.nb13_generation import (
+    check_append_to_cache,
+    check_new_positions,
+    check_top_p_filter,
+)
 from course_utils.exercises.nb14_encoder_decoder import (
     check_cross_attention,
     check_encoder_decoder_masks,
@@ -83,6 +88,9 @@ __all__ = [
     "check_training_step",
     "check_learning_rate",
     "check_estimate_loss",
+    "check_append_to_cache",
+    "check_new_positions",
+    "check_top_p_filter",
     "check_cross_attention",
     "check_encoder_decoder_masks",
 ]
