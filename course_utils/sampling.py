@@ -4,9 +4,9 @@ Every function takes the logits of the *last* position only, shape ``(B, V)`` (o
 unnormalised scores per sequence), and never changes its input. Filters return logits with
 the removed entries set to ``-inf``, so that a softmax gives them probability exactly 0.
 
-Sources: temperature as in Hinton et al. 2015 (§2) and Ackley et al. 1985; top-k as in
-Fan et al. 2018, "Hierarchical Neural Story Generation" (§5.4); top-p (nucleus sampling) as in
-Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration" (§3.1).
+Sources: Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration", §3 (decoding
+strategies: sampling with temperature, top-k, and their nucleus (top-p) sampling, §3.1);
+top-k sampling as used by Fan et al. 2018, "Hierarchical Neural Story Generation".
 """
 
 from __future__ import annotations
