@@ -6,8 +6,11 @@ import contextlib
 import math
 from collections.abc import Iterator
 
+import numpy as np
 import torch
 from torch import nn
+
+from course_utils.checks import check_int
 
 _trusted_depth = 0
 
@@ -29,29 +32,64 @@ def trusted_token_ids() -> Iterator[None]:
         _trusted_depth -= 1
 
 
-def check_token_ids(ids: torch.Tensor, vocab_size: int) -> None:
+def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "token ids") -> None:
     """Raise a clear error unless ``ids`` is an integer tensor with values in ``[0, vocab_size)``.
 
-    Inside :func:`trusted_token_ids` only the type and dtype are checked.
+    Inside :func:`trusted_token_ids` only the type and dtype are checked. Any integer dtype
+    passes (``uint8``, ``uint16`` and ``int32`` included): :func:`as_token_ids` converts them.
 
     Raises:
-        TypeError: ``ids`` is not an integer tensor.
+        TypeError: ``ids`` is not a tensor, or holds floats, bools or complex numbers.
         ValueError: an id is negative or ``>= vocab_size``.
     """
     if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"token ids must be a torch.Tensor, got {type(ids).__name__}")
+        raise TypeError(
+            f"{name} must be a torch.Tensor, got {type(ids).__name__}; convert with "
+            "torch.tensor(ids)"
+        )
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise TypeError(
-            f"token ids must be an integer tensor (torch.long), got dtype {ids.dtype}; "
+            f"{name} must be an integer tensor (torch.long), got dtype {ids.dtype}; "
             "convert with ids.long()"
         )
     if _trusted_depth or torch.compiler.is_compiling():
         return
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        low, high = int(ids.min()), int(ids.max())
+        hint = "was the text encoded with a different tokenizer?"
+        if low < 0 and (ids == -100).any():
+            hint = (
+                "-100 is F.cross_entropy's ignore_index (padding to skip); it is valid in "
+                "targets, never in the input ids"
+            )
         raise ValueError(
-            f"token ids must be in [0, vocab_size={vocab_size}), got min {int(ids.min())} and "
-            f"max {int(ids.max())}; was the text encoded with a different tokenizer?"
+            f"{name} must be in [0, vocab_size={vocab_size}), got min {low} and max {high}; {hint}"
         )
+
+
+def as_token_ids(ids: object, vocab_size: int, name: str = "token ids") -> torch.Tensor:
+    """``ids`` as a checked ``torch.long`` tensor.
+
+    Any integer dtype is converted (``uint8`` would otherwise be read by indexing as a
+    boolean mask; ``uint16`` comes from nanoGPT-style ``.bin`` memmaps), and so are numpy
+    arrays and Python lists of ints. Floats and bools are refused.
+
+    Raises:
+        TypeError / ValueError: as :func:`check_token_ids`.
+    """
+    if not isinstance(ids, torch.Tensor):
+        if isinstance(ids, str | bytes):
+            raise TypeError(
+                f"{name} must be integer ids, got {type(ids).__name__}; encode the text first"
+            )
+        try:
+            ids = torch.as_tensor(np.asarray(ids))
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise TypeError(
+                f"{name} must be a tensor of integer ids, got {type(ids).__name__}: {error}"
+            ) from None
+    check_token_ids(ids, vocab_size, name)
+    return ids if ids.dtype == torch.long else ids.long()
 
 
 class TokenEmbedding(nn.Module):
@@ -71,22 +109,23 @@ class TokenEmbedding(nn.Module):
         scale: multiply by sqrt(d_model) (the paper) or not (GPT-2).
 
     Shapes:
-        ids ``(B, T)`` int64 -> ``(B, T, d_model)`` float.
+        ids ``(B, T)`` of any integer dtype (converted to int64) -> ``(B, T, d_model)`` float.
 
     Raises:
-        TypeError / ValueError: from :func:`check_token_ids` on bad ids.
+        TypeError / ValueError: from :func:`check_token_ids` on bad ids (floats, bools, ids
+            outside ``[0, vocab_size)``); a size that is not a positive int.
     """
 
     def __init__(self, vocab_size: int, d_model: int, scale: bool = True):
         super().__init__()
-        self.vocab_size = vocab_size
-        self.d_model = d_model
+        self.vocab_size = check_int(vocab_size, "vocab_size", minimum=1)
+        self.d_model = check_int(d_model, "d_model", minimum=1)
         self.scale = math.sqrt(d_model) if scale else 1.0
         self.weight = nn.Parameter(torch.empty(vocab_size, d_model))
         nn.init.normal_(self.weight, mean=0.0, std=0.02)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        check_token_ids(ids, self.vocab_size)
+        ids = as_token_ids(ids, self.vocab_size)  # any integer dtype -> long
         return self.weight[ids] * self.scale  # (B, T) -> (B, T, C)
 
     def extra_repr(self) -> str:

@@ -8,10 +8,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_utils.checks import as_id_tensor, check_int
 from course_utils.config import ModelConfig
-from course_utils.embedding import TokenEmbedding, check_token_ids
+from course_utils.embedding import TokenEmbedding, as_token_ids, check_token_ids
 from course_utils.layers import DecoderBlock, LayerNorm
 from course_utils.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+
+#: Target id left out of the loss (F.cross_entropy's default ignore_index), e.g. padding.
+IGNORE_INDEX = -100
 
 
 class TinyDecoder(nn.Module):
@@ -90,8 +94,11 @@ class TinyDecoder(nn.Module):
         """Compute next-token logits and, given targets, the mean cross-entropy loss.
 
         Args:
-            ids: ``(B, T)`` int64 token ids, ``T <= block_size``.
-            targets: optional ``(B, T)`` int64, the next token at each position.
+            ids: ``(B, T)`` token ids, ``T <= block_size``; any integer dtype, a numpy
+                array or a nested list (converted to int64).
+            targets: optional ``(B, T)`` integer ids, the next token at each position;
+                ``-100`` marks a position left out of the loss (``F.cross_entropy``'s
+                ``ignore_index``, e.g. padding).
             need_weights: use the explicit attention path and keep each block's weights
                 in ``block.attention.attention_weights`` ``(B, h, T, T)``.
             key_padding_mask: optional bool ``(B, T)``, True = a real token (keyword only);
@@ -103,34 +110,75 @@ class TinyDecoder(nn.Module):
             probabilities); loss is a scalar in nats, or None without targets.
 
         Raises:
-            ValueError: ids not 2-D, ``T > block_size``, ids outside ``[0, V)``, or targets
-                of a different shape.
-            TypeError: non-integer ids.
+            ValueError: ids not 2-D or empty, ``T > block_size``, ids outside ``[0, V)``,
+                targets of a different shape, outside ``[0, V)`` (other than -100), or all -100.
+            TypeError: non-integer ids or targets (floats, bools).
         """
-        if not isinstance(ids, torch.Tensor) or ids.ndim != 2:
-            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-            raise ValueError(
-                f"ids must be a (B, T) tensor, got {shape}; add a batch axis with ids[None]"
-            )
-        if ids.shape[1] > self.config.block_size:
-            raise ValueError(
-                f"input length T={ids.shape[1]} exceeds block_size={self.config.block_size}; "
-                f"keep only the last {self.config.block_size} tokens: ids[:, -block_size:]"
-            )
-        check_token_ids(ids, self.config.vocab_size)
+        ids = self._check_ids(ids)
         x = self.dropout(self.position(self.token_embedding(ids)))  # (B, T) -> (B, T, C)
         for block in self.blocks:
             x = block(x, need_weights=need_weights, key_padding_mask=key_padding_mask)
         logits = self.lm_head(self.final_norm(x))  # (B, T, C) -> (B, T, V)
         if targets is None:
             return logits, None
+        targets = self._check_targets(targets, ids)
+        # -100 (F.cross_entropy's ignore_index) marks positions left out of the mean
+        loss = F.cross_entropy(
+            logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX
+        )  # mean over the B*T tokens that are not ignored
+        return logits, loss
+
+    def _check_ids(self, ids: object) -> torch.Tensor:
+        """ids as a checked (B, T) int64 tensor (any integer dtype, numpy or list accepted)."""
+        ids = as_token_ids(ids, self.config.vocab_size, "ids")
+        if ids.ndim != 2:
+            fix = "add a batch axis with ids[None]" if ids.ndim == 1 else "pass one (B, T) batch"
+            raise ValueError(f"ids must be a (B, T) tensor, got {tuple(ids.shape)}; {fix}")
+        if ids.numel() == 0:
+            raise ValueError(
+                f"ids is empty, shape {tuple(ids.shape)}: an empty batch has no loss (the mean "
+                "of nothing is NaN); pass at least one sequence of at least one token"
+            )
+        if ids.shape[1] > self.config.block_size:
+            raise ValueError(
+                f"input length T={ids.shape[1]} exceeds block_size={self.config.block_size}; "
+                f"keep only the last {self.config.block_size} tokens: ids[:, -block_size:]"
+            )
+        return ids
+
+    def _check_targets(self, targets: object, ids: torch.Tensor) -> torch.Tensor:
+        """targets as int64 (B, T) in [0, V) or -100 (ignored); at least one not ignored."""
+        targets = as_id_tensor(targets, "targets")
         if targets.shape != ids.shape:
             raise ValueError(
-                f"targets must have the shape of ids {tuple(ids.shape)}, got {tuple(targets.shape)}"
+                f"targets must have the shape of ids {tuple(ids.shape)}, got "
+                f"{tuple(targets.shape)}; targets are ids shifted by one token (get_batch)"
             )
-        check_token_ids(targets, self.config.vocab_size)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())  # over B*T tokens
-        return logits, loss
+        kept = targets != IGNORE_INDEX
+        if not kept.any():
+            raise ValueError(
+                f"every target is {IGNORE_INDEX} (ignore_index, padding): the loss would be the "
+                "mean of nothing (NaN); pass at least one real target"
+            )
+        check_token_ids(targets[kept], self.config.vocab_size, "targets")
+        return targets.to(ids.device)
+
+    def _check_sampling(self, temperature: object, top_k: object) -> None:
+        if isinstance(temperature, bool) or not isinstance(temperature, int | float):
+            raise TypeError(f"temperature must be a float > 0, got {temperature!r}")
+        if not 0 < temperature < math.inf:  # also catches NaN
+            raise ValueError(
+                f"temperature must be > 0, got {temperature}; temperature 0 is the limit of "
+                "always taking the most likely token: pass greedy=True for that"
+            )
+        if top_k is not None:
+            vocab_size = self.config.vocab_size
+            top_k = check_int(top_k, "top_k")
+            if not 1 <= top_k <= vocab_size:
+                raise ValueError(
+                    f"top_k must be in [1, vocab_size={vocab_size}], got {top_k}; "
+                    "None samples from every token"
+                )
 
     @torch.no_grad()
     def generate(
@@ -157,26 +205,28 @@ class TinyDecoder(nn.Module):
             used as context at each step.
 
         Raises:
-            ValueError: non-positive temperature, top_k outside ``[1, vocab_size]``,
-                negative max_new_tokens, or bad ids.
+            ValueError: non-positive or infinite temperature (not checked with greedy=True,
+                which ignores it), top_k outside ``[1, vocab_size]``, negative
+                max_new_tokens, or bad ids.
+            TypeError: a float max_new_tokens or top_k, a non-bool greedy, float ids.
         """
-        if not temperature > 0:  # also catches NaN
-            raise ValueError(
-                f"temperature must be > 0, got {temperature}; "
-                "for the most likely token use greedy=True"
+        max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0)
+        if not isinstance(greedy, bool):
+            raise TypeError(f"greedy must be True or False, got {greedy!r}")
+        if not greedy:  # greedy ignores temperature and top_k
+            self._check_sampling(temperature, top_k)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(
+                f"generator must be a torch.Generator or None, got {type(generator).__name__}; "
+                "e.g. torch.Generator().manual_seed(0)"
             )
-        if top_k is not None and not 1 <= top_k <= self.config.vocab_size:
+        ids = as_token_ids(ids, self.config.vocab_size, "ids")
+        if ids.ndim != 2 or ids.shape[1] == 0 or ids.shape[0] == 0:
             raise ValueError(
-                f"top_k must be in [1, vocab_size={self.config.vocab_size}], got {top_k}"
+                f"the prompt must be (B, T0) token ids with at least one token per sequence, "
+                f"got {tuple(ids.shape)}; add a batch axis with ids[None]"
             )
-        if max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-        if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.shape[1] == 0:
-            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-            raise ValueError(
-                f"the prompt must be (B, T0) token ids with at least one token, got {shape}; "
-                "add a batch axis with ids[None]"
-            )
+        ids = ids.to(self.lm_head.weight.device)
         was_training = self.training
         self.eval()
         for _ in range(max_new_tokens):
