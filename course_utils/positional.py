@@ -3,8 +3,12 @@ and rotary position embedding (RoPE; Su et al. 2021, RoFormer, §3.2)."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
+
+from course_utils.checks import check_float, check_int
 
 
 def sinusoidal_positional_encoding(
@@ -28,8 +32,9 @@ def sinusoidal_positional_encoding(
     Raises:
         ValueError: ``d_model`` is odd or a size is not positive.
     """
-    if max_len <= 0 or d_model <= 0:
-        raise ValueError(f"max_len and d_model must be positive, got {max_len} and {d_model}")
+    max_len = check_int(max_len, "max_len", minimum=1, why="the longest sequence, in tokens")
+    d_model = check_int(d_model, "d_model", minimum=1)
+    base = check_float(base, "base", 1.0, math.inf, low_open=True, high_open=True)
     if d_model % 2:
         raise ValueError(f"d_model must be even for sin/cos pairs, got {d_model}")
     position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
@@ -85,7 +90,8 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
-        self.max_len, self.d_model = max_len, d_model
+        max_len = check_int(max_len, "max_len", minimum=1, why="the longest sequence, in tokens")
+        self.max_len, self.d_model = max_len, check_int(d_model, "d_model", minimum=1)
         self.weight = nn.Parameter(torch.empty(max_len, d_model))
         nn.init.normal_(self.weight, mean=0.0, std=0.02)
 
@@ -229,7 +235,9 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, head_dim: int, max_len: int, base: float = 10000.0):
         super().__init__()
-        if head_dim <= 0 or head_dim % 2:
+        head_dim = check_int(head_dim, "head_dim", minimum=1)
+        max_len = check_int(max_len, "max_len", minimum=1, why="the longest sequence, in tokens")
+        if head_dim % 2:
             raise ValueError(f"RoPE rotates channel pairs: head_dim must be even, got {head_dim}")
         self.head_dim, self.max_len = head_dim, max_len
         pair = torch.arange(head_dim // 2, dtype=torch.float64)

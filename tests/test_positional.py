@@ -113,5 +113,5 @@ def test_odd_d_model_is_rejected():
 
 
 def test_non_positive_sizes_are_rejected():
-    with pytest.raises(ValueError, match=r"got 0 and 8"):
+    with pytest.raises(ValueError, match=r"max_len must be at least 1 .*got 0"):
         sinusoidal_positional_encoding(0, 8)
