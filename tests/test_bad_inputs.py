@@ -483,8 +483,8 @@ CASES = [
         "batch_with_zero_block_size",
         lambda e: data.get_batch(torch.arange(50), 0, 2),
         ValueError,
-        "positive",
-        "block_size=0",
+        "block_size must be at least 1",
+        "got 0",
     ),
     Case(
         "val_fraction_outside_0_1",
