@@ -17,7 +17,8 @@ CONSTRAINTS := constraints.txt
 else
 $(error TORCH=$(TORCH): expected TORCH=pinned (the default) or TORCH=system)
 endif
-STAMP := $(VENV)/.installed-torch-$(TORCH)
+# (.installed for the default, so a .venv made before TORCH= existed stays valid)
+STAMP := $(VENV)/.installed$(if $(filter system,$(TORCH)),-torch-system)
 # `make lab PORT=8890 ARGS=--no-browser`: a port, and any other jupyter lab options.
 PORT ?=
 ARGS ?=

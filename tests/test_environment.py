@@ -198,7 +198,7 @@ def test_make_test_works_from_a_path_with_spaces(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     (site,) = venv.glob("lib/python*/site-packages")
     (site / "main_venv.pth").write_text("\n".join(p for p in sys.path if "site-packages" in p))
-    (venv / ".installed-torch-pinned").touch()
+    (venv / ".installed").touch()
     (clone / "Makefile").write_text((ROOT / "Makefile").read_text())  # the working tree's
     offline = clone / "tests" / "offline"
     probe = clone / "probe"
