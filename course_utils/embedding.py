@@ -32,6 +32,12 @@ def trusted_token_ids() -> Iterator[None]:
         _trusted_depth -= 1
 
 
+def token_ids_trusted() -> bool:
+    """True inside :func:`trusted_token_ids` (or under ``torch.compile``): value checks that
+    would read back from the device are skipped."""
+    return bool(_trusted_depth) or torch.compiler.is_compiling()
+
+
 def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "token ids") -> None:
     """Raise a clear error unless ``ids`` is an integer tensor with values in ``[0, vocab_size)``.
 
@@ -52,7 +58,7 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "token ids")
             f"{name} must be an integer tensor (torch.long), got dtype {ids.dtype}; "
             "convert with ids.long()"
         )
-    if _trusted_depth or torch.compiler.is_compiling():
+    if token_ids_trusted():
         return
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
         low, high = int(ids.min()), int(ids.max())

@@ -11,6 +11,7 @@ answer, so a notebook with an unfinished exercise still runs to the end; they re
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
 from collections.abc import Callable, Iterator
 
@@ -56,12 +57,19 @@ def compare(answer, expected: torch.Tensor, name: str = "answer", atol: float = 
 def run_check(title: str, attempt: Callable[[], str | None]) -> bool:
     """Run ``attempt`` (which returns None when right, else a reason) and print the verdict.
 
-    An exception raised inside the student's code is reported, not propagated.
+    An exception raised inside the student's code is reported, not propagated. A checker
+    given a value (a tensor, say) where it expects the student's function is told to pass
+    the function itself, not its result.
     """
+    problem = _not_a_function(inspect.currentframe().f_back)
     try:
-        problem = attempt()
+        problem = problem or attempt()
     except NotImplementedError:
         problem = "not implemented yet"
+    except TypeError as error:
+        problem = f"raised TypeError: {error}"
+        if "object is not callable" in str(error):
+            problem += f"; {_PASS_THE_FUNCTION}"
     except Exception as error:  # the student's code may fail in any way
         problem = f"raised {type(error).__name__}: {error}"
     if problem is None:
@@ -69,6 +77,32 @@ def run_check(title: str, attempt: Callable[[], str | None]) -> bool:
         return True
     print(f"❌ {title}: {problem}")
     return False
+
+
+_PASS_THE_FUNCTION = (
+    "pass the function itself, not its result: check_x(my_function), not check_x(my_function(...))"
+)
+
+
+def _not_a_function(frame) -> str | None:
+    """The problem when the checker that called :func:`run_check` (``frame``) was given a
+    non-callable for a parameter annotated ``Callable``; None otherwise."""
+    if frame is None:
+        return None
+    checker = frame.f_globals.get(frame.f_code.co_name)
+    annotations = getattr(checker, "__annotations__", {})
+    for name in frame.f_code.co_varnames[: frame.f_code.co_argcount]:
+        value = frame.f_locals.get(name)
+        if "Callable" in str(annotations.get(name, "")) and not callable(value):
+            got = type(value).__name__
+            if isinstance(value, torch.Tensor):
+                got = f"a Tensor of shape {tuple(value.shape)}"
+            checker_name = frame.f_code.co_name
+            return (
+                f"{name} should be a function, got {got}; pass the function itself, not its "
+                f"result: {checker_name}(my_function), not {checker_name}(my_function(...))"
+            )
+    return None
 
 
 @contextlib.contextmanager

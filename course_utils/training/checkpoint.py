@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import pickle
+import re
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -91,20 +93,19 @@ def load_checkpoint(
         ValueError: the file is not a readable checkpoint, or it was written for a model
             with a different config (the message lists the fields that differ).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}; train first, or check the path")
-    try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as error:  # torch raises several types for a damaged file
-        raise ValueError(
-            f"{path} is not a readable checkpoint ({type(error).__name__}: {error})"
-        ) from error
+    state = _read(path, map_location)
     if not isinstance(state, dict) or "model" not in state or "model_config" not in state:
-        found = sorted(state) if isinstance(state, dict) else type(state).__name__
+        found = sorted(state)[:8] if isinstance(state, dict) else type(state).__name__
+        hint = ""
+        if isinstance(state, dict) and any(str(k).endswith(".weight") for k in state):
+            hint = (
+                "; it looks like a bare state_dict (torch.save(model.state_dict())): load it "
+                "with model.load_state_dict(torch.load(path, weights_only=True)), then write "
+                "a full checkpoint with save_checkpoint(path, model, optimizer, step)"
+            )
         raise ValueError(
             f"{path} is not a checkpoint written by save_checkpoint: expected the keys "
-            f"'model' and 'model_config', found {found}"
+            f"'model' and 'model_config', found {found}{hint}"
         )
     if model is not None:
         expected = asdict(model.config)
@@ -122,6 +123,37 @@ def load_checkpoint(
     if optimizer is not None and state.get("optimizer") is not None:
         optimizer.load_state_dict(state["optimizer"])
     return state
+
+
+def _read(path: object, map_location: object) -> object:
+    """torch.load with weights_only=True; torch's errors re-raised in the course's words."""
+    if not isinstance(path, str | Path):
+        raise TypeError(f"path must be a str or pathlib.Path, got {type(path).__name__}")
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}; train first, or check the path")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        found = re.search(r"GLOBAL ([\w.]+)", str(error))
+        if found is None:  # not Python objects refused by weights_only: a damaged file
+            raise ValueError(
+                f"{path} is not a readable checkpoint ({type(error).__name__}: {error}); it "
+                "may be truncated (an interrupted write) or not a PyTorch file"
+            ) from error
+        what = f"a pickled {found.group(1)} object"
+        raise ValueError(
+            f"{path} holds {what}, e.g. a whole model saved with torch.save(model); "
+            "load_checkpoint reads only files written by save_checkpoint (tensors and plain "
+            "data, loaded safely). Write one with save_checkpoint(path, model, optimizer, "
+            "step); only for a file you trust, torch.load(path, weights_only=False) reads "
+            "the old one"
+        ) from None
+    except Exception as error:  # torch raises several types for a damaged file
+        raise ValueError(
+            f"{path} is not a readable checkpoint ({type(error).__name__}: {error}); it may "
+            "be truncated (an interrupted write) or not a PyTorch file"
+        ) from error
 
 
 def model_from_checkpoint(

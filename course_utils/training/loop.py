@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 
 from course_utils.config import TrainConfig
-from course_utils.embedding import check_token_ids, trusted_token_ids
+from course_utils.embedding import trusted_token_ids
 from course_utils.layers import LayerNorm
 from course_utils.model import TinyDecoder
 from course_utils.training.batches import DeviceBatches
@@ -23,7 +23,13 @@ from course_utils.training.distributed import (
 )
 from course_utils.training.evaluation import estimate_loss
 from course_utils.training.history import History
-from course_utils.training.precision import autocast_context, enable_tf32
+from course_utils.training.inputs import check_training_inputs
+from course_utils.training.precision import (
+    autocast_context,
+    device_precision,
+    enable_tf32,
+    make_grad_scaler,
+)
 from course_utils.training.progress import progress_bar
 from course_utils.training.schedule import learning_rate_at, make_optimizer
 
@@ -49,6 +55,7 @@ def training_step(
     config: TrainConfig,
     device: torch.device | str,
     need_weights: bool = False,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> torch.Tensor:
     """One optimizer step: forward, loss, backward, gradient clipping, AdamW update.
 
@@ -61,16 +68,35 @@ def training_step(
         x, y: ``(B, T)`` int64 inputs and targets on the device.
         config: ``grad_clip`` and ``autocast_dtype`` are used.
         need_weights: run the teaching path of attention (explicit weights, kept).
+        scaler: the ``GradScaler`` of an fp16 run (``make_grad_scaler``); required when
+            :func:`~course_utils.training.precision.device_precision` gives ``"fp16"``.
+
+    Raises:
+        ValueError: the step runs in fp16 and no ``scaler`` was given.
     """
+    precision = device_precision(device, config)
+    if precision == "fp16" and scaler is None:
+        raise ValueError(
+            "this step runs in float16 autocast and needs a GradScaler, got scaler=None; "
+            "pass scaler=make_grad_scaler(device, 'fp16') (from course_utils.training.precision)"
+        )
     for group in optimizer.param_groups:
         group["lr"] = learning_rate
-    with autocast_context(torch.device(device), config):
+    with autocast_context(torch.device(device), config, precision):
         _, loss = model(x, y, need_weights=True) if need_weights else model(x, y)
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    if scaler is None:
+        loss.backward()
+    else:
+        scaler.scale(loss).backward()  # float16 gradients scaled up: no underflow
+        scaler.unscale_(optimizer)  # the true gradients, for clipping
     if config.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-    optimizer.step()
+    if scaler is None:
+        optimizer.step()
+    else:
+        scaler.step(optimizer)  # skipped when a gradient is inf or NaN
+        scaler.update()  # smaller scale after an overflow, larger after a calm stretch
     return loss.detach()
 
 
@@ -143,18 +169,23 @@ def train(
     Raises:
         FileNotFoundError: ``resume`` without an existing checkpoint.
         ValueError: the checkpoint was written for another model config, ``resume``
-            without ``checkpoint_path``, or token ids outside ``[0, vocab_size)``.
+            without ``checkpoint_path``, or bad data (checked before the first step by
+            :func:`~course_utils.training.inputs.check_training_inputs`: a split shorter
+            than ``block_size + 1``, ids outside ``[0, vocab_size)``, the model on another
+            device).
+        TypeError: float data, a config that is not a TrainConfig.
     """
-    device = torch.device(device)
     step_model: torch.nn.Module = model  # what is called each step (maybe compiled, DDP)
     model = unwrap_model(model)  # the TinyDecoder: optimizer, checkpoints, config
+    train_data, val_data, device = check_training_inputs(  # bad data fail before any step
+        model, train_data, val_data, config, device, checkpoint_path, max_steps
+    )
     rank, world_size = distributed_rank_and_size()
     if device.type == "cuda":
         enable_tf32()
     block_size = model.config.block_size
-    for data in (train_data, val_data):
-        check_token_ids(data, model.config.vocab_size)  # once here: bad data fails before training
     optimizer = make_optimizer(model, config)
+    scaler = make_grad_scaler(device, device_precision(device, config))  # None unless fp16
     batches = DeviceBatches(
         train_data, block_size, config.batch_size, device, config.seed, rank, world_size
     )
@@ -179,7 +210,14 @@ def train(
         for step in bar:
             x, y = batches.sample()
             loss = training_step(
-                step_model, optimizer, x, y, learning_rate_at(step, config), config, device
+                step_model,
+                optimizer,
+                x,
+                y,
+                learning_rate_at(step, config),
+                config,
+                device,
+                scaler=scaler,
             )
             run.pending.append(loss)
             history.tokens += tokens_per_step
