@@ -239,3 +239,21 @@ def test_the_shipped_baby_model_generates_the_same_with_and_without_the_cache():
     cached, cached_logits = generate_with_cache(model, ids, steps, greedy=True, return_logits=True)
     assert torch.equal(plain, cached)
     assert torch.allclose(plain_logits, cached_logits, atol=1e-5)
+
+
+def test_notebook_13_prose_quotes_its_own_outputs():
+    """Numbers the prose of notebook 13 quotes must be the ones its cells printed."""
+    import json
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "13_generation.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    prose = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    printed = "\n".join(
+        "".join(o.get("text", "")) for c in cells if c["cell_type"] == "code" for o in c["outputs"]
+    )
+    kept = re.search(r"top-p, p=0\.9, keeps \[(\d+), (\d+)\]", printed)
+    assert kept, "the top-p cell no longer prints how many characters it keeps"
+    assert f"({kept[1]} versus {kept[2]} characters in section 1)" in prose
+    assert "from step 1 on" in printed and "Step 0 is still right" in prose
