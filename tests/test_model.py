@@ -66,9 +66,8 @@ def test_loss_at_init_is_about_log_vocab(positional):
 def test_loss_at_init_on_shakespeare_is_within_a_tenth_of_log_vocab(preset, shakespeare_text):
     """Each preset, on real next-character targets: |loss - ln 84| < 0.1.
 
-    (With tied weights and rotary positions the untrained model slightly favours repeating
-    the current character, so on uniformly random targets the preset's loss is about ln V + 0.1;
-    real text rarely repeats a character, and the loss there is ln V + 0.01.)
+    (With tied weights the untrained model favours repeating the current character: see
+    the TinyDecoder docstring and test_init_prefers_repeating_the_current_token.)
     """
     from course_utils.data import get_batch
     from course_utils.tokenization import CharTokenizer
@@ -221,3 +220,49 @@ def expected_parameter_count(config: ModelConfig) -> int:
 def test_num_parameters_matches_formula(config):
     torch.manual_seed(0)
     assert TinyDecoder(config).num_parameters() == expected_parameter_count(config)
+
+
+def _init_statistics(text: str, positional: str) -> tuple[float, float, float]:
+    """Mean over seeds 0-2 of (text loss - ln V, random-target loss - ln V, p(repeat) * V)
+    for an untrained cpu-preset model, on 32 windows of 64 characters."""
+    from course_utils.data import get_batch
+    from course_utils.tokenization import CharTokenizer
+
+    tokenizer = CharTokenizer.from_text(text)
+    vocab = tokenizer.vocab_size
+    data = torch.tensor(tokenizer.encode(text[:200_000]))
+    rows = []
+    for seed in range(3):
+        config = get_config("cpu", vocab, positional=positional)[0]
+        torch.manual_seed(seed)
+        model = TinyDecoder(config).eval()
+        x, y = get_batch(data, config.block_size, 32, generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            logits, loss = model(x, y)
+        probs = torch.softmax(logits.float(), dim=-1)  # (B, T, V)
+        p_repeat = probs.gather(-1, x[..., None]).mean().item()
+        random = torch.randint(vocab, y.shape, generator=torch.Generator().manual_seed(2))
+        random_loss = -probs.gather(-1, random[..., None]).log().mean().item()
+        rows.append((loss.item(), random_loss, p_repeat * vocab))
+    text_loss, random_loss, repeat = (sum(column) / 3 for column in zip(*rows))
+    return text_loss - math.log(vocab), random_loss - math.log(vocab), repeat
+
+
+@pytest.mark.parametrize(
+    "positional, numbers",
+    [
+        ("rope", ("ln V + 0.11", "ln V + 0.08", "p = 10.2 / V")),
+        ("sinusoidal", ("ln V + 0.03", "p = 2.4 / V")),
+    ],
+)
+def test_init_prefers_repeating_the_current_token(positional, numbers, shakespeare_text):
+    """The numbers in TinyDecoder's docstring are the ones measured here."""
+    text_excess, random_excess, repeat = _init_statistics(shakespeare_text, positional)
+    measured = {f"ln V + {random_excess:.2f}", f"p = {repeat:.1f} / V"}
+    if positional == "rope":
+        measured.add(f"ln V + {text_excess:.2f}")
+        assert repeat > 5  # far from uniform (1.0)
+    doc = " ".join(TinyDecoder.__doc__.split())
+    for number in numbers:
+        assert number in measured, (number, measured)
+        assert number in doc, number
