@@ -256,9 +256,12 @@ class MultiHeadAttention(nn.Module):
         check_input_dtype(x, self.w_q.weight)
         batch, time, _ = x.shape
         mask = combine_masks(mask, key_padding_mask, (batch, self.n_heads, time, time))
-        q = split_heads(self.w_q(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
-        k = split_heads(self.w_k(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
-        v = split_heads(self.w_v(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
+        if need_weights:  # the teaching path: three projections, as in the paper
+            q = split_heads(self.w_q(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
+            k = split_heads(self.w_k(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
+            v = split_heads(self.w_v(x), self.n_heads)  # (B, T, C) -> (B, h, T, d_k)
+        else:
+            q, k, v = self._fused_qkv(x)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)  # positions enter the scores only
         dropout_p = self.dropout if self.training else 0.0
@@ -275,6 +278,21 @@ class MultiHeadAttention(nn.Module):
                 mask = mask & causal_mask(time, x.device)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         return self.output_dropout(self.w_o(merge_heads(out)))  # (B, h, T, d_k) -> (B, T, C)
+
+    def _fused_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Q, K, V ``(B, h, T, d_k)`` each from one matrix product with W^Q, W^K, W^V stacked.
+
+        The same three weight tensors (concatenated on every call, so training, loading and
+        tying them stays as on the teaching path): one ``(C, 3C)`` product reads ``x`` once
+        and launches one kernel instead of three.
+        """
+        weight = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])  # (3C, C)
+        bias = None
+        if self.w_q.bias is not None:
+            bias = torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias])  # (3C,)
+        qkv = F.linear(x, weight, bias)  # (B, T, C) -> (B, T, 3C)
+        q, k, v = qkv.split(self.d_model, dim=-1)  # 3 x (B, T, C)
+        return tuple(split_heads(t, self.n_heads) for t in (q, k, v))  # (B, h, T, d_k)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}"

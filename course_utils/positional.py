@@ -247,6 +247,21 @@ class RotaryEmbedding(nn.Module):
         # Buffers: they follow .to(device) and are rebuilt, not saved, with the model.
         self.register_buffer("cos", torch.cos(angle).float(), persistent=False)  # (max_len, d/2)
         self.register_buffer("sin", torch.sin(angle).float(), persistent=False)  # (max_len, d/2)
+        self._rotations: dict = {}  # (device, dtype) -> complex (max_len, d/2), built once
+
+    def _apply(self, fn, *args, **kwargs):
+        self._rotations = {}  # .to(), .cuda(), .double()...: tables built again from cos, sin
+        return super()._apply(fn, *args, **kwargs)
+
+    def rotation_table(self, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """``cos + i sin`` as a complex ``(max_len, d_k/2)`` tensor (``dtype`` float32 or
+        float64 parts), cached per device and dtype: no table is rebuilt on a training step."""
+        key = (torch.device(device), dtype)
+        table = self._rotations.get(key)
+        if table is None:
+            table = torch.complex(self.cos.to(device, dtype), self.sin.to(device, dtype))
+            self._rotations[key] = table
+        return table
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """Rotate ``x`` ``(..., T, d_k)`` as positions ``offset .. offset + T - 1``.
@@ -280,7 +295,7 @@ class RotaryEmbedding(nn.Module):
         # ones. Half precision is rotated in float32 (there is no bfloat16 complex type).
         real = torch.float64 if x.dtype == torch.float64 else torch.float32
         pairs = torch.view_as_complex(x.to(real).reshape(*x.shape[:-1], -1, 2))  # (..., T, d/2)
-        rotation = torch.complex(cos.to(real), sin.to(real))  # (T, d/2), unit complex numbers
+        rotation = self.rotation_table(x.device, real)[offset:end]  # (T, d/2), |z| = 1
         rotated = torch.view_as_real(pairs * rotation)  # (..., T, d/2, 2)
         return rotated.flatten(-2).to(x.dtype)  # (..., T, d/2, 2) -> (..., T, d)
 

@@ -372,3 +372,95 @@ def test_the_time_budget_stops_further_rounds(monkeypatch):
     assert len(calls) == 2  # one round of both variants, then the budget is spent
     assert results["repeats"] == 1 and results["repeats_requested"] == 3
     assert "time budget spent after 1 of 3 rounds" in benchmark_table(results)
+
+
+# --- speed levers: one fused Q/K/V product, cached RoPE tables, no read-back with fp16 ---
+
+
+def _count_linear_calls(monkeypatch) -> list[tuple]:
+    """Record the weight shape of every F.linear (nn.Linear calls it too)."""
+    calls = []
+    original = torch.nn.functional.linear
+
+    def counting(x, weight, bias=None):
+        calls.append(tuple(weight.shape))
+        return original(x, weight, bias)
+
+    monkeypatch.setattr(torch.nn.functional, "linear", counting)
+    return calls
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_fast_path_projects_q_k_v_in_one_product(monkeypatch, bias):
+    """Fast path: one (3C, C) product then W^O; teaching path: W^Q, W^K, W^V, W^O. Same
+    output (1e-6), and the fused product reads the live weights (no stale copy)."""
+    from course_utils.attention import MultiHeadAttention
+
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(24, 3, bias=bias, rotary_max_len=6).eval()
+    x = torch.randn(2, 6, 24)
+    calls = _count_linear_calls(monkeypatch)
+    fast = attention(x, is_causal=True)
+    assert calls == [(72, 24), (24, 24)]
+    calls.clear()
+    teaching = attention(x, is_causal=True, need_weights=True)
+    assert calls == [(24, 24)] * 4
+    torch.testing.assert_close(fast, teaching, rtol=1e-6, atol=1e-6)
+    with torch.no_grad():
+        attention.w_k.weight.mul_(2.0)  # an in-place change, as an optimizer step makes
+    torch.testing.assert_close(
+        attention(x, is_causal=True), attention(x, is_causal=True, need_weights=True)
+    )
+    assert not torch.allclose(attention(x, is_causal=True), fast)
+
+
+def test_fused_path_trains_the_three_weight_tensors():
+    from course_utils.attention import MultiHeadAttention
+
+    attention = MultiHeadAttention(24, 3)
+    attention(torch.randn(2, 6, 24), is_causal=True).square().sum().backward()
+    for layer in (attention.w_q, attention.w_k, attention.w_v):
+        assert layer.weight.grad is not None and layer.weight.grad.abs().sum() > 0
+        assert layer.bias.grad is not None
+    names = [name for name, _ in attention.named_parameters()]
+    assert "w_q.weight" in names and not any("qkv" in name for name in names)  # same state_dict
+
+
+def test_rope_tables_are_built_once_per_device_and_dtype(monkeypatch):
+    from course_utils.positional import RotaryEmbedding, apply_rotary_embedding
+
+    rope = RotaryEmbedding(8, 16)
+    built = []
+    original = torch.complex
+    monkeypatch.setattr(torch, "complex", lambda *a: built.append(1) or original(*a))
+    x = torch.randn(2, 3, 16, 8)
+    first = rope(x)
+    for _ in range(3):
+        rope(x[..., :5, :], offset=4)
+    assert len(built) == 1  # one table, reused by every later call
+    torch.testing.assert_close(first, apply_rotary_embedding(x), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(first[..., 4:9, :], rope(x[..., 4:9, :], offset=4))
+    rope.double()  # moving or casting the module rebuilds the tables
+    assert rope._rotations == {}
+    assert rope(x.double()).dtype == torch.float64 and len(built) == 2
+
+
+def test_an_fp16_run_reads_back_only_at_evaluation(monkeypatch, random_splits):
+    """With float16 autocast and its GradScaler (fused AdamW takes the scale and the inf flag
+    as tensors) the loop still never waits per step. A GPU would check this with
+    torch.cuda.set_sync_debug_mode("error"), which exists for CUDA only."""
+    counts_by_steps = {}
+    for steps in (4, 12):
+        config = TrainConfig(
+            batch_size=2,
+            max_iters=steps,
+            warmup_iters=2,
+            eval_interval=100,
+            eval_iters=2,
+            autocast_dtype="float16",
+        )
+        with monkeypatch.context() as patch:
+            counts = _count_read_backs(patch)
+            train(tiny_model(), *random_splits, config, progress=False)
+        counts_by_steps[steps] = counts
+    assert counts_by_steps[4] == counts_by_steps[12], counts_by_steps
