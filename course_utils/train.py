@@ -27,6 +27,7 @@ from course_utils.training import (
     save_checkpoint,
     train,
 )
+from course_utils.training.precision import describe_precision, device_precision
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -92,6 +93,7 @@ def _run(
             f"device {describe_device(device)}{processes}; {model.num_parameters():,} "
             f"parameters; {len(train_data):,} train / {len(val_data):,} val characters"
         )
+        print(describe_precision(device_precision(device, train_config), device))
     checkpoint = args.checkpoint or f"checkpoints/{args.config}.pt"
     history = train(
         model,
