@@ -6,6 +6,7 @@ CUDA first, then Apple's MPS.
 
 from __future__ import annotations
 
+import numbers
 import random
 
 import numpy as np
@@ -19,7 +20,7 @@ def get_device(name: str = "auto") -> torch.device:
 
     Args:
         name: ``"auto"`` (CUDA if available, then MPS, then CPU), or one of
-            ``"cpu"``, ``"cuda"``, ``"mps"``.
+            ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"mps"`` (or a ``torch.device``).
 
     Returns:
         A ``torch.device``.
@@ -28,8 +29,24 @@ def get_device(name: str = "auto") -> torch.device:
         ValueError: ``name`` is not one of the names above.
         RuntimeError: the requested accelerator is not available on this machine.
     """
-    if name not in _KNOWN_DEVICES:
-        raise ValueError(f"unknown device {name!r}; expected one of {_KNOWN_DEVICES}")
+    if isinstance(name, torch.device):
+        name = name.type if name.index is None else str(name)
+    base = name.split(":")[0] if isinstance(name, str) else name
+    if base not in _KNOWN_DEVICES or (isinstance(name, str) and not _valid_index(name)):
+        hint = " (for an NVIDIA GPU the name is 'cuda')" if name in ("gpu", "nvidia") else ""
+        raise ValueError(
+            f"unknown device {name!r}; expected one of {_KNOWN_DEVICES}, or 'cuda:N' for "
+            f"the N-th GPU{hint}"
+        )
+    if base != name:  # "cuda:1": check that this GPU exists
+        index = int(name.split(":")[1])
+        if base != "cuda" or not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            raise RuntimeError(
+                f"device {name!r} was requested but this machine has {count} CUDA device(s); "
+                "use name='auto' or 'cpu'"
+            )
+        return torch.device(name)
     cuda = torch.cuda.is_available()
     mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
     if name == "auto":
@@ -42,6 +59,12 @@ def get_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+def _valid_index(name: str) -> bool:
+    """True for 'cuda' or 'cuda:N' style names (no index, or a non-negative integer one)."""
+    parts = name.split(":")
+    return len(parts) == 1 or (len(parts) == 2 and parts[1].isdigit())
+
+
 def seed_everything(seed: int) -> torch.Generator:
     """Seed Python's, NumPy's and PyTorch's random generators (all devices).
 
@@ -52,10 +75,17 @@ def seed_everything(seed: int) -> torch.Generator:
         A CPU ``torch.Generator`` seeded with ``seed``, for code that wants its own stream.
 
     Raises:
-        ValueError: ``seed`` is negative or not an integer.
+        ValueError: ``seed`` is negative, above ``2**32 - 1`` (NumPy's limit), or not an
+            integer (a float, a string or a bool).
     """
-    if not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        fix = f"; pass int({seed!r})" if isinstance(seed, float) else ""
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}{fix}")
+    if seed > 2**32 - 1:
+        raise ValueError(
+            f"seed must be at most 2**32 - 1 = {2**32 - 1} (NumPy's limit), got {seed}"
+        )
+    seed = int(seed)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
