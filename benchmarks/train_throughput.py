@@ -1,13 +1,16 @@
-"""Training throughput: the teaching path against the fast path, one full training step.
+"""Training throughput: teaching path, fast path and a PyTorch peer, one full training step.
 
 Usage: ``make bench`` or ``python benchmarks/train_throughput.py [--device cuda]``.
 
 It times the whole step (sample a batch, forward, backward, clip, AdamW) of a preset
 (``baby`` on the CPU, ``gpu`` on CUDA) for each variant: teaching path (explicit attention
-with its weights kept, LayerNorm written out) vs fast path (``F.scaled_dot_product_attention``
-with ``is_causal``, fused LayerNorm); on CUDA also fp32 vs bf16 autocast and eager vs
-``torch.compile``. It prints one table (tokens/s, ms/step, peak memory, MFU on a GPU whose
-peak is known) and writes the same numbers to ``benchmarks/results/<device>.json``.
+with its weights kept, LayerNorm written out), fast path (one fused Q/K/V product,
+``F.scaled_dot_product_attention`` with ``is_causal``, fused LayerNorm) and a peer of the same
+shape built from ``nn.TransformerEncoderLayer(norm_first=True, batch_first=True)``; on CUDA
+also fp32 vs bf16 autocast and eager vs ``torch.compile``. It prints one table (tokens/s,
+ms/step, the speed ratios fast / teaching and fast / peer, peak memory, MFU on a GPU whose
+peak is known, with FLOPs per token = 6N + 12·L·T·d written out) and writes the same numbers
+to ``benchmarks/results/<device>.json``.
 The measuring is :func:`course_utils.benchmark.benchmark_training`; the table is
 :func:`course_utils.benchmark.benchmark_table`.
 """

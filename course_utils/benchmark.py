@@ -1,10 +1,17 @@
-"""Measured training speed: the teaching path against the fast path.
+"""Measured training speed: the teaching path, the fast path and a PyTorch peer.
 
 :func:`benchmark_training` times full training steps (forward, backward, optimizer) of the
-teaching path (explicit attention with its weights kept, LayerNorm formula) and the fast path
-(``F.scaled_dot_product_attention``, fused LayerNorm), and on CUDA also fp32 vs bf16 autocast
-and eager vs ``torch.compile``, with MFU; :func:`benchmark_table` formats the result as text.
+teaching path (explicit attention with its weights kept, LayerNorm formula), the fast path
+(one fused Q/K/V product, ``F.scaled_dot_product_attention``, fused LayerNorm) and a peer of
+the same shape built from ``nn.TransformerEncoderLayer`` (:mod:`course_utils.benchmark_peer`),
+and on CUDA also fp32 vs bf16 autocast and eager vs ``torch.compile``, with MFU;
+:func:`benchmark_table` (:mod:`course_utils.benchmark_report`) formats the result as text.
 ``benchmarks/train_throughput.py`` (``make bench``) runs it and writes JSON.
+
+MFU (model FLOPs utilisation) = tokens/s x FLOPs per token / the GPU's peak, with FLOPs per
+token = ``6 N + 12 L T d`` (:func:`flops_per_token`): N = parameters outside the token table
+(tied with the LM head) and any learned position table, L = n_layers, T = block_size,
+d = d_model.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import asdict
 
 import torch
 
+from course_utils.benchmark_peer import PeerDecoder
 from course_utils.config import ModelConfig, TrainConfig, get_config
 from course_utils.model import TinyDecoder
 from course_utils.training import (
@@ -32,16 +40,19 @@ from course_utils.training import (
     training_step,
     unwrap_model,
 )
+from course_utils.training.precision import device_precision, make_grad_scaler
+
+PATHS = ("teaching", "fast", "peer")
 
 PEAK_BF16_TFLOPS = {"H100 SXM": 989.0, "H100 PCIe": 756.0, "H200": 989.0, "A100": 312.0}
 
 # What the benchmark compares: (path, autocast dtype, torch.compile).
-CPU_BENCHMARK_VARIANTS = (("teaching", "float32", False), ("fast", "float32", False))
+CPU_BENCHMARK_VARIANTS = tuple((path, "float32", False) for path in PATHS)
 CUDA_BENCHMARK_VARIANTS = tuple(
     (path, dtype, compiled)
     for compiled in (False, True)
     for dtype in ("float32", "bfloat16")
-    for path in ("teaching", "fast")
+    for path in PATHS
 )
 
 
@@ -81,10 +92,13 @@ def non_embedding_parameters(model: TinyDecoder) -> int:
 
 
 def flops_per_token(model: TinyDecoder) -> int:
-    """Training FLOPs per token: ``6 N + 12 n_layers n_heads d_k T`` (Kaplan et al. 2020;
-    PaLM, Chowdhery et al. 2022, App. B): 2 N forward and 4 N backward for the matrix
-    products of the weights, plus the attention scores and weighted values at ``T =
-    block_size``. N is :func:`non_embedding_parameters`."""
+    """Training FLOPs per token: ``6 N + 12 L T d`` with L = n_layers, T = block_size,
+    d = d_model = n_heads * d_k (Kaplan et al. 2020; PaLM, Chowdhery et al. 2022, App. B).
+
+    ``6 N``: each weight is used in one multiply-add (2 FLOPs) forward and two backward.
+    ``12 L T d``: per layer, Q K^T and weights @ V cost ``2 T d`` each forward (4 T d), times
+    3 for forward + backward. N is :func:`non_embedding_parameters`; the tied LM head's
+    ``6 V d`` is not counted (the usual convention), so MFU slightly understates the work."""
     config = unwrap_model(model).config
     attention = 12 * config.n_layers * config.n_heads * config.d_k * config.block_size
     return 6 * non_embedding_parameters(model) + attention
@@ -158,11 +172,12 @@ def benchmark_training(
 
     A variant is ``(path, dtype, compiled)``: ``path`` is ``"teaching"`` (explicit
     attention with its weights kept, ``model(x, y, need_weights=True)``, and the LayerNorm
-    formula written out) or ``"fast"`` (``F.scaled_dot_product_attention`` with
-    ``is_causal`` and the fused ``F.layer_norm``); ``dtype`` is ``"float32"`` or
-    ``"bfloat16"`` (autocast, CUDA only; float32 matrix products use TF32 on CUDA);
-    ``compiled`` runs the model through ``torch.compile``. Both paths use the same fast
-    loop (:class:`DeviceBatches`, fused AdamW, no read-back per step).
+    formula written out), ``"fast"`` (one fused Q/K/V product,
+    ``F.scaled_dot_product_attention`` with ``is_causal`` and the fused ``F.layer_norm``) or
+    ``"peer"`` (:class:`~course_utils.benchmark_peer.PeerDecoder`, PyTorch's own layers);
+    ``dtype`` is ``"float32"`` or ``"bfloat16"`` (autocast, CUDA only; float32 matrix
+    products use TF32 on CUDA); ``compiled`` runs the model through ``torch.compile``. All
+    paths use the same fast loop (:class:`DeviceBatches`, fused AdamW, no read-back per step).
 
     Each variant gets a fresh model (same seed), ``warmup_steps`` untimed steps (compiling
     happens there), then ``timed_steps`` timed ones; with ``repeats > 1`` the variants take
@@ -198,7 +213,7 @@ def benchmark_training(
     config = config or ("gpu" if cuda else "baby")
     variants = tuple(variants or (CUDA_BENCHMARK_VARIANTS if cuda else CPU_BENCHMARK_VARIANTS))
     for path, dtype, _ in variants:
-        if path not in ("teaching", "fast") or dtype not in ("float32", "bfloat16"):
+        if path not in PATHS or dtype not in ("float32", "bfloat16"):
             raise ValueError(f"unknown variant path={path!r}, dtype={dtype!r}")
         if dtype == "bfloat16" and not cuda:
             raise ValueError("bf16 autocast is used on CUDA only; benchmark float32 here")
@@ -338,13 +353,17 @@ def _measure_variant(
         _reset_peak_rss()
     rss_before = None if cuda else _current_rss()
     torch.manual_seed(0)
-    model = TinyDecoder(model_config).to(device)
-    set_explicit_layer_norm(model, path == "teaching")
+    if path == "peer":
+        model = PeerDecoder(model_config).to(device)
+    else:
+        model = TinyDecoder(model_config).to(device)
+        set_explicit_layer_norm(model, path == "teaching")
     if compiled:
         torch.compiler.reset()  # a fresh compile per variant, never a cache-limit fallback
     step_model = torch.compile(model) if compiled else model
     run_config = dataclasses.replace(train_config, autocast_dtype=dtype)
     optimizer = make_optimizer(model, run_config)
+    scaler = make_grad_scaler(device, device_precision(device, run_config))  # fp16 (T4) only
     batches = DeviceBatches(data, model_config.block_size, run_config.batch_size, device, seed=0)
     model.train()
     started = time.perf_counter()
@@ -363,6 +382,7 @@ def _measure_variant(
             run_config,
             device,
             need_weights=path == "teaching",
+            scaler=scaler,
         )
     if cuda:
         torch.cuda.synchronize(device)
@@ -374,79 +394,4 @@ def _measure_variant(
     return seconds, loss.item(), peak_rss, growth
 
 
-def _mebibytes(value: int | None) -> str:
-    return "n/a" if value is None else f"{value / 2**20:,.0f} MiB"
-
-
-def benchmark_table(results: dict) -> str:
-    """The result of :func:`benchmark_training` (or its JSON file, loaded) as a text table.
-
-    One row per variant: training tokens/s, ms per step, speed relative to the first row,
-    peak memory, MFU (on a GPU whose peak is known) and the last loss; the lines around
-    it say what was measured and how. A variant that failed says so instead of numbers.
-    """
-    config = results["model_config"]
-    gpu = results["device"].startswith("cuda")
-    lines = [
-        f"Training step benchmark: preset {results['config']!r} "
-        f"({config['n_layers']} layers, d_model {config['d_model']}, {config['n_heads']} heads, "
-        f"B={results['batch_size']}, T={config['block_size']}: "
-        f"{results['tokens_per_step']:,} tokens/step; data: {results['data']})",
-        f"device {results['device']}: {results['device_name']}; {results['threads']} CPU "
-        f"threads; torch {results['torch']}; {results['date']}",
-        f"each row: {results['warmup_steps']} warm-up steps excluded, then "
-        f"{results['timed_steps']} timed steps"
-        + (
-            f" x {results['repeats']} rounds (variants take turns; median shown)"
-            if results["repeats"] > 1
-            else ""
-        )
-        + (
-            f" (time budget spent after {results['repeats']} of "
-            f"{results['repeats_requested']} rounds)"
-            if results.get("repeats_requested", results["repeats"]) > results["repeats"]
-            else ""
-        ),
-        "",
-    ]
-    header = (
-        f"{'path':<9} {'dtype':<9} {'mode':<8} {'tokens/s':>10} {'ms/step':>8} "
-        f"{'vs row 1':>8}  {'peak memory':>20}  {'MFU':>7}  {'last loss':>9}"
-    )
-    lines += [header, "-" * len(header)]
-    first = next((r["tokens_per_second"] for r in results["rows"] if r["tokens_per_second"]), None)
-    for row in results["rows"]:
-        label = f"{row['path']:<9} {row['dtype']:<9} {'compile' if row['compiled'] else 'eager':<8}"
-        if not row["tokens_per_second"]:
-            lines.append(f"{label} failed: {row.get('error') or 'not measured'}")
-            continue
-        memory = _mebibytes(row["peak_memory_bytes"])
-        if row.get("memory_growth_bytes") is not None:
-            memory += f" (+{row['memory_growth_bytes'] / 2**20:,.0f})"
-        if row["mfu"] is not None:
-            mfu = f"{100 * row['mfu']:.1f} %"
-        else:
-            mfu = "unknown" if gpu else "n/a"
-        lines.append(
-            f"{label} {row['tokens_per_second']:>10,.0f} {row['ms_per_step']:>8.1f} "
-            f"{row['tokens_per_second'] / first:>7.2f}x  {memory:>20}  {mfu:>7}  "
-            f"{row['final_loss']:>9.4f}"
-        )
-    peak = results["peak_flops"]
-    lines += [
-        "",
-        "teaching = explicit attention with weights kept + LayerNorm formula; "
-        "fast = F.scaled_dot_product_attention(is_causal) + fused layer_norm"
-        + ("; float32 uses TF32 matrix products, bfloat16 = autocast" if gpu else ""),
-        "last loss: of the last timed step (same seed and batches in every row, so the paths "
-        "can be compared)",
-        f"memory: {results['memory_kind']}",
-        f"MFU = tokens/s x {results['flops_per_token']:,} FLOPs/token (6N + 12·L·h·d_k·T, "
-        f"N = {results['non_embedding_parameters']:,} non-embedding parameters) / peak "
-        + (
-            f"{peak / 1e12:,.0f} TFLOP/s ({results['peak_flops_source']} bf16 dense)"
-            if peak
-            else f"({results['peak_flops_source']})"
-        ),
-    ]
-    return "\n".join(lines)
+from course_utils.benchmark_report import benchmark_table  # noqa: E402, F401  (re-exported)

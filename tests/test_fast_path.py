@@ -287,12 +287,15 @@ def test_benchmark_script_writes_json_and_prints_the_table(tmp_path, capsys):
     assert benchmark_table(results) in printed
     assert results["config"] == "baby" and results["timed_steps"] == 2
     rows = {row["path"]: row for row in results["rows"]}
-    assert set(rows) == {"teaching", "fast"}
+    assert set(rows) == {"teaching", "fast", "peer"}
     for row in rows.values():
         assert row["tokens_per_second"] > 0 and row["mfu"] is None
         assert row["dtype"] == "float32" and row["compiled"] is False
     assert math.isclose(rows["teaching"]["final_loss"], rows["fast"]["final_loss"], rel_tol=1e-5)
     assert "1 warm-up steps excluded, then 2 timed steps" in printed
+    assert "speed ratios (float32, eager): fast / teaching = " in printed
+    assert "; fast / peer = " in printed
+    assert "6 x 793,344 + 12 x 4 x 64 x 128 = 5,153,280" in printed
     assert "getrusage" in results["memory_kind"]
     assert script.results_path({"device": "cuda:0", "device_name": "NVIDIA H100 PCIe"}).name == (
         "cuda-nvidia-h100-pcie.json"
@@ -324,7 +327,7 @@ def test_benchmark_table_on_a_gpu_shows_mfu_or_unknown():
         batch_size=64,
         tokens_per_step=16384,
         data="Shakespeare, characters",
-        flops_per_token=10**8,
+        flops_per_token=6 * 10**7 + 12 * 6 * 256 * 384,
         non_embedding_parameters=10**7,
         peak_flops=756e12,
         peak_flops_source="H100 PCIe",
@@ -350,7 +353,7 @@ def test_a_variant_that_fails_is_reported_not_fatal(monkeypatch):
 
     monkeypatch.setattr(benchmark, "_measure_variant", measure)
     results = benchmark.benchmark_training("cpu", timed_steps=4, repeats=2)
-    teaching, fast = results["rows"]
+    teaching, fast, peer = results["rows"]
     assert teaching["tokens_per_second"] is None and "out of memory" in teaching["error"]
     assert fast["tokens_per_second"] == 4 * 768 / 0.5 and fast["error"] is None
     table = benchmark_table(results)
@@ -369,7 +372,7 @@ def test_the_time_budget_stops_further_rounds(monkeypatch):
 
     monkeypatch.setattr(benchmark, "_measure_variant", measure)
     results = benchmark.benchmark_training("cpu", timed_steps=1, repeats=3, time_budget=0)
-    assert len(calls) == 2  # one round of both variants, then the budget is spent
+    assert len(calls) == 3  # one round of the three variants, then the budget is spent
     assert results["repeats"] == 1 and results["repeats_requested"] == 3
     assert "time budget spent after 1 of 3 rounds" in benchmark_table(results)
 
