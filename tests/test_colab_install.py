@@ -38,6 +38,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from packaging.requirements import Requirement
+from test_committed_outputs import output_problems
 
 from course_utils.bootstrap import colab_requirements
 
@@ -255,6 +256,10 @@ def test_a_notebook_sets_itself_up_and_runs_in_a_bare_colab(colab, monkeypatch):
         installed = [r for call in colab_requirements(ROOT) for r in call if r != "--no-deps"]
         names = tuple(r.partition("==")[0] for r in installed)
         lines = _run(client, f"NAMES = {names!r}\n{checks}").splitlines()
+    # What the student sees in Colab reads as well as the committed copy: no warnings, no ANSI.
+    problems = [p for cell in notebook.cells for o in cell.get("outputs", []) for p in
+                output_problems(o)]  # fmt: skip
+    assert not problems, problems
     assert lines[0] == str(clone / "course_utils" / "__init__.py")
     assert lines[1] == str(clone / "assets" / "figures" / "decoder_shapes.svg")
     assert lines[2] == str(sorted(tuple(r.split("==")) for r in installed))

@@ -79,7 +79,7 @@ def test_badge_opens_this_notebook_from_the_repository_in_pyproject():
 def test_the_repository_url_is_written_in_one_place_only():
     """pyproject.toml holds the address; the script, template and package only read it."""
     places = [ROOT / "README.md", ROOT / "Makefile", *ROOT.glob("scripts/**/*.py")]
-    places += [*ROOT.glob("scripts/templates/*"), *ROOT.glob("course_utils/*.py")]
+    places += [*ROOT.glob("scripts/templates/*"), *ROOT.glob("course_utils/**/*.py")]
     places += [*ROOT.glob("tests/**/*.py")]
     assert REPOSITORY in (ROOT / "pyproject.toml").read_text()
     for place in places:
