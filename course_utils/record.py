@@ -7,7 +7,9 @@ The command trains a preset with :func:`course_utils.training.train` (the course
 training loop), then writes one JSON file: the device and versions, the configs, every
 evaluation's train/validation loss, time per step, tokens/s, FLOPs per token and MFU, wall
 time, and text sampled with fixed seeds. Notebook 12 reads such files with :func:`load_run` /
-:func:`find_runs`, so every reader sees a GPU run, with or without a GPU. Never edit a record
+:func:`find_runs`, so every reader sees a GPU run, with or without a GPU; it draws one beside
+its live run with :func:`plot_run_beside` and estimates a T4's time with
+:func:`t4_estimate_minutes` (both in :mod:`course_utils.record_report`). Never edit a record
 by hand: re-run the command.
 
 Schema 1 (every key is always present; ``null`` where noted)::
@@ -39,6 +41,11 @@ import torch
 
 from course_utils.assets import ASSETS_DIR
 from course_utils.config import POSITIONAL_KINDS, PRESETS, get_config
+from course_utils.record_report import (  # noqa: F401  (notebook 12's helpers, re-exported)
+    T4_PEAK_FLOPS,
+    plot_run_beside,
+    t4_estimate_minutes,
+)
 
 SCHEMA_VERSION = 1
 RUNS_DIR = ASSETS_DIR / "runs"

@@ -147,3 +147,49 @@ def test_shipped_records_are_valid_and_written_by_the_command():
     for record in rec.find_runs():
         assert record["command"].startswith("python -m course_utils.record ")
         assert record["final"]["eval_batches"] == record["train_config"]["eval_iters"]
+
+
+def _gpu_like(record: dict, mfu: float | None) -> dict:
+    """The tiny record reshaped as the gpu preset on an H100 (numbers for the arithmetic)."""
+    run = json.loads(json.dumps(record))
+    run["model_config"].update(block_size=256, d_model=384, n_layers=6)
+    run["train_config"].update(batch_size=64, max_iters=5000, eval_iters=200)
+    run["evaluations"] = [dict(run["evaluations"][0], step=s) for s in range(0, 5001, 500)]
+    run["timing"].update(flops_per_token=71_548_416, mfu=mfu)
+    return run
+
+
+def test_t4_estimate_is_the_flops_over_the_t4_peak(recorded):
+    record, _, _ = recorded
+    run = _gpu_like(record, mfu=0.10)
+    training = 5000 * 64 * 256 * 71_548_416
+    evaluating = 11 * 2 * 200 * 64 * 256 * 71_548_416 / 3
+    expected = (training + evaluating) / (65e12 * 0.10) / 60  # T4 data sheet: 65 TFLOP/s fp16
+    assert rec.t4_estimate_minutes(run) == pytest.approx(expected)
+    assert 19 < expected < 20
+    assert rec.t4_estimate_minutes(run, mfu=0.05) == pytest.approx(2 * expected)
+    assert rec.t4_estimate_minutes(run, precision="fp32") == pytest.approx(expected * 65 / 8.1)
+    with pytest.raises(ValueError, match="has no MFU"):
+        rec.t4_estimate_minutes(record)  # a CPU record
+    with pytest.raises(ValueError, match=r"mfu must be in \(0, 1\]"):
+        rec.t4_estimate_minutes(run, mfu=0.0)
+    with pytest.raises(ValueError, match="precision must be one of"):
+        rec.t4_estimate_minutes(run, precision="bf16")
+
+
+def test_plot_run_beside_a_live_history(recorded):
+    import matplotlib.pyplot as plt
+
+    from course_utils.training import History
+
+    record, _, _ = recorded
+    live = History(step=[2, 4], train_loss=[3.0, 2.5], val_loss=[3.1, 2.6], batch_loss=[3.2] * 4)
+    fig = rec.plot_run_beside(record, live, bar=2.0)
+    left, right = fig.axes
+    assert left.get_title().startswith("recorded: 'cpu' on ") and "(fp32)" in left.get_title()
+    assert right.get_title() == "live: this machine"
+    assert list(left.lines[1].get_ydata()) == [e["val_loss"] for e in record["evaluations"]]
+    assert list(right.lines[2].get_ydata()) == [3.1, 2.6]
+    assert left.get_ylabel() and left.get_xlabel() == "optimizer step"
+    assert len(rec.plot_run_beside(record).axes) == 1
+    plt.close("all")

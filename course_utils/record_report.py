@@ -1,0 +1,85 @@
+"""Reading a recorded run (:mod:`course_utils.record`) for notebook 12: a T4 time estimate
+from the record's FLOPs, and the record's loss curve beside the live run."""
+
+from __future__ import annotations
+
+# NVIDIA T4 Tensor Core GPU data sheet (2019): 65 TFLOP/s mixed precision (FP16 tensor cores
+# with FP32 accumulation), 8.1 TFLOP/s FP32; no bf16 tensor cores (compute capability 7.5).
+T4_PEAK_FLOPS = {"fp16": 65e12, "fp32": 8.1e12}
+
+
+def t4_estimate_minutes(run: dict, mfu: float | None = None, precision: str = "fp16") -> float:
+    """ESTIMATE (not a measurement) of the minutes ``run``'s training takes on a T4.
+
+    total FLOPs / (T4 peak x MFU), where total FLOPs = training tokens x ``flops_per_token``
+    (6N + 12LTd) + evaluation tokens x ``flops_per_token / 3`` (forward only), and the MFU is
+    the one the record measured on its own GPU (the assumption: the T4 is used as well as
+    that GPU was) unless ``mfu`` is given.
+
+    Args:
+        run: a record (:func:`load_run`).
+        mfu: model FLOPs utilisation to assume, in (0, 1].
+        precision: ``"fp16"`` (what the course chooses on a T4) or ``"fp32"``.
+
+    Raises:
+        ValueError: no MFU in the record (a CPU record) and none given, an MFU outside
+            (0, 1], or an unknown precision.
+    """
+    if precision not in T4_PEAK_FLOPS:
+        raise ValueError(f"precision must be one of {sorted(T4_PEAK_FLOPS)}, got {precision!r}")
+    mfu = run["timing"]["mfu"] if mfu is None else mfu
+    if mfu is None:
+        raise ValueError(
+            f"the record {run['config_name']!r} on {run['device']['name']} has no MFU (not a "
+            "GPU with a known peak); pass mfu=, e.g. the one of a GPU record"
+        )
+    if not 0 < mfu <= 1:
+        raise ValueError(f"mfu must be in (0, 1], got {mfu}")
+    model, train = run["model_config"], run["train_config"]
+    tokens_per_batch = train["batch_size"] * model["block_size"]
+    flops = run["timing"]["flops_per_token"]
+    training = train["max_iters"] * tokens_per_batch * flops
+    evaluating = len(run["evaluations"]) * 2 * train["eval_iters"] * tokens_per_batch * flops / 3
+    return (training + evaluating) / (T4_PEAK_FLOPS[precision] * mfu) / 60
+
+
+def plot_run_beside(run: dict, history=None, bar: float | None = None, title: str | None = None):
+    """A record's loss curve (left) beside a live :class:`History` (right), same loss axis.
+
+    Args:
+        run: a record (:func:`load_run`), e.g. the gpu preset recorded on an H100.
+        history: this machine's run, or None for the record alone.
+        bar: a horizontal line at this validation loss on both panels.
+        title: the figure's title (default: says which is which).
+
+    Returns:
+        The matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    panels = 1 if history is None else 2
+    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4), sharey=True, squeeze=False)
+    steps = [e["step"] for e in run["evaluations"]]
+    left = axes[0][0]
+    left.plot(steps, [e["train_loss"] for e in run["evaluations"]], "o-", label="train")
+    left.plot(steps, [e["val_loss"] for e in run["evaluations"]], "s-", label="validation")
+    left.set_title(
+        f"recorded: {run['config_name']!r} on {run['device']['name']} ({run['precision']})"
+    )
+    if history is not None:
+        right = axes[0][1]
+        batch_steps = range(1, len(history.batch_loss) + 1)
+        right.plot(batch_steps, history.batch_loss, color="0.75", linewidth=0.8, label="batch")
+        right.plot(history.step, history.train_loss, "o-", label="train")
+        right.plot(history.step, history.val_loss, "s-", label="validation")
+        right.set_title("live: this machine")
+    for ax in axes[0]:
+        if bar is not None:
+            ax.axhline(bar, color="crimson", linestyle="--", linewidth=1, label=f"bar {bar}")
+        ax.set_xlabel("optimizer step")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    left.set_ylabel("cross-entropy (nats per token)")
+    fig.suptitle(title or "Recorded run beside the live run")
+    fig.tight_layout()
+    return fig
