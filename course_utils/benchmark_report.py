@@ -51,7 +51,7 @@ def benchmark_table(results: dict) -> str:
             continue
         memory = _mebibytes(row["peak_memory_bytes"])
         if row.get("memory_growth_bytes") is not None:
-            memory += f" (+{row['memory_growth_bytes'] / 2**20:,.0f})"
+            memory += f" (+{max(0, row['memory_growth_bytes']) / 2**20:,.0f})"
         if row["mfu"] is not None:
             mfu = f"{100 * row['mfu']:.1f} %"
         else:
