@@ -156,7 +156,8 @@ def train(
         resume: continue from ``checkpoint_path`` (weights, optimizer, step, history, RNG).
         max_steps: stop after this step (for a partial run that is resumed later);
             the schedule still follows ``config.max_iters``.
-        progress: show a tqdm progress bar.
+        progress: show a progress bar (tqdm in a terminal; in Jupyter one throttled text
+            line that ends in its final state, see :mod:`course_utils.training.progress`).
         compile: run the model through ``torch.compile`` (the first steps are slow while
             it compiles; pays off on a GPU for long runs).
         on_evaluation: optional function called after each evaluation with a dict
