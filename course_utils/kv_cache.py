@@ -7,6 +7,10 @@ so far, shape ``(B, h, T_cached, d_k)``; each step feeds only the newest token, 
 key and value, and attends over the cache. Per step the work drops from a pass over T
 tokens to a pass over one token (plus one dot product with each of the T cached keys).
 
+Why it is exact: causal masking (Vaswani et al. 2017, §3.2.3) means a token's keys and values
+depend only on the tokens up to it. Caching them is the standard inference technique of
+decoder-only models (see e.g. Pope et al. 2022, "Efficiently Scaling Transformer Inference").
+
 The cached forward below reuses :class:`course_utils.model.TinyDecoder`'s own modules and
 weights, step by step as its ``forward`` does; nothing is copied or retrained.
 
