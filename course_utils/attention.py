@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_utils.checks import check_int
 from course_utils.masks import (  # noqa: F401  (re-exported: notebooks import them from here)
     causal_mask,
     check_key_padding_mask,
@@ -37,6 +38,7 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     if x.ndim != 3:
         raise ValueError(f"expected x of shape (B, T, C), got {x.ndim}-D shape {tuple(x.shape)}")
     batch, time, channels = x.shape
+    n_heads = check_int(n_heads, "n_heads")
     if n_heads <= 0 or channels % n_heads:
         raise ValueError(
             f"C={channels} is not divisible by n_heads={n_heads}; choose n_heads among the "
@@ -206,6 +208,8 @@ class MultiHeadAttention(nn.Module):
         rotary_max_len: int | None = None,
     ):
         super().__init__()
+        d_model, n_heads = check_int(d_model, "d_model", minimum=1), check_int(n_heads, "n_heads")
+        check_dropout_p(dropout)
         if n_heads <= 0 or d_model % n_heads:
             raise ValueError(
                 f"d_model={d_model} must be divisible by n_heads={n_heads} (d_k = d_model / "

@@ -94,8 +94,10 @@ def as_token_ids(ids: object, vocab_size: int, name: str = "token ids") -> torch
             raise TypeError(
                 f"{name} must be a tensor of integer ids, got {type(ids).__name__}: {error}"
             ) from None
+    if not (ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool):
+        ids = ids.long()  # uint16 and friends have no min/max kernels: convert first
     check_token_ids(ids, vocab_size, name)
-    return ids if ids.dtype == torch.long else ids.long()
+    return ids
 
 
 class TokenEmbedding(nn.Module):

@@ -36,8 +36,13 @@ def save_checkpoint(
     dropout stream resume exactly; it is stored under ``rng["per_rank"]``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     model = unwrap_model(model)
+    if not isinstance(model, TinyDecoder):
+        raise TypeError(
+            f"model must be the TinyDecoder to save, got {type(model).__name__}; call "
+            "save_checkpoint(path, model, optimizer, step)"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
