@@ -275,6 +275,7 @@ class RotaryEmbedding(nn.Module):
         if x.ndim < 2 or x.shape[-1] != self.head_dim:
             raise ValueError(f"expected (..., T, d_k={self.head_dim}), got {tuple(x.shape)}")
         length = x.shape[-2]
+        offset = check_int(offset, "offset")
         if offset < 0:
             raise ValueError(f"offset must be >= 0 (the number of earlier tokens), got {offset}")
         if offset + length > self.max_len:
