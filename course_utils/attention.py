@@ -102,6 +102,33 @@ def check_dropout_p(dropout_p: float) -> None:
         )
 
 
+def _check_qkv(q: object, k: object, v: object) -> None:
+    """TypeError/ValueError unless q, k, v are float tensors of one dtype and matching shapes."""
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(
+                f"{name} must be a float torch.Tensor, got {type(tensor).__name__}; "
+                "convert with torch.as_tensor(..., dtype=torch.float32)"
+            )
+        if not tensor.dtype.is_floating_point:
+            raise TypeError(f"{name} must be a float tensor, got dtype {tensor.dtype}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise TypeError(
+            f"q, k, v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}; "
+            "convert with .to(q.dtype)"
+        )
+    if not q.ndim == k.ndim == v.ndim or q.ndim < 2:
+        raise ValueError(
+            f"q, k, v must have the same rank (at least 2), got shapes "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"need q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v); got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+
+
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -137,29 +164,7 @@ def scaled_dot_product_attention(
             (:func:`course_utils.masks.combine_masks`), or ``dropout_p`` is outside ``[0, 1)``.
         TypeError: a non-tensor or non-float input, or a non-bool mask (uint8 included).
     """
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(
-                f"{name} must be a float torch.Tensor, got {type(tensor).__name__}; "
-                "convert with torch.as_tensor(..., dtype=torch.float32)"
-            )
-        if not tensor.dtype.is_floating_point:
-            raise TypeError(f"{name} must be a float tensor, got dtype {tensor.dtype}")
-    if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(
-            f"q, k, v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}; "
-            "convert with .to(q.dtype)"
-        )
-    if not q.ndim == k.ndim == v.ndim or q.ndim < 2:
-        raise ValueError(
-            f"q, k, v must have the same rank (at least 2), got shapes "
-            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"need q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v); got "
-            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
+    _check_qkv(q, k, v)
     check_dropout_p(dropout_p)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, T_k)
     mask = combine_masks(mask, key_padding_mask, tuple(scores.shape))

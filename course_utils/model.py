@@ -194,6 +194,16 @@ class TinyDecoder(nn.Module):
                     "None samples from every token"
                 )
 
+    def _check_prompt(self, ids: object) -> torch.Tensor:
+        """The prompt as a (B, T0) int64 tensor on the model's device, B, T0 >= 1."""
+        ids = as_token_ids(ids, self.config.vocab_size, "ids")
+        if ids.ndim != 2 or ids.shape[1] == 0 or ids.shape[0] == 0:
+            raise ValueError(
+                f"the prompt must be (B, T0) token ids with at least one token per sequence, "
+                f"got {tuple(ids.shape)}; add a batch axis with ids[None]"
+            )
+        return ids.to(self.lm_head.weight.device)
+
     @torch.no_grad()
     def generate(
         self,
@@ -234,13 +244,7 @@ class TinyDecoder(nn.Module):
                 f"generator must be a torch.Generator or None, got {type(generator).__name__}; "
                 "e.g. torch.Generator().manual_seed(0)"
             )
-        ids = as_token_ids(ids, self.config.vocab_size, "ids")
-        if ids.ndim != 2 or ids.shape[1] == 0 or ids.shape[0] == 0:
-            raise ValueError(
-                f"the prompt must be (B, T0) token ids with at least one token per sequence, "
-                f"got {tuple(ids.shape)}; add a batch axis with ids[None]"
-            )
-        ids = ids.to(self.lm_head.weight.device)
+        ids = self._check_prompt(ids)
         was_training = self.training
         self.eval()
         for _ in range(max_new_tokens):
