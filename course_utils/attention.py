@@ -84,7 +84,7 @@ def check_input_dtype(x: torch.Tensor, weight: torch.Tensor) -> None:
         )
 
 
-def check_dropout_p(dropout_p: float) -> None:
+def check_dropout_p(dropout_p: float, name: str = "dropout_p") -> None:
     """Raise unless ``dropout_p`` is a probability in ``[0, 1)``.
 
     Raises:
@@ -93,11 +93,11 @@ def check_dropout_p(dropout_p: float) -> None:
     """
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
         raise TypeError(
-            f"dropout_p must be a float in [0, 1), got {dropout_p!r} ({type(dropout_p).__name__})"
+            f"{name} must be a float in [0, 1), got {dropout_p!r} ({type(dropout_p).__name__})"
         )
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(
-            f"dropout_p must be a probability in [0, 1), got {dropout_p}; use e.g. 0.1 "
+            f"{name} must be a probability in [0, 1), got {dropout_p}; use e.g. 0.1 "
             "(and 0.0 at evaluation)"
         )
 
@@ -214,7 +214,7 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         d_model, n_heads = check_int(d_model, "d_model", minimum=1), check_int(n_heads, "n_heads")
-        check_dropout_p(dropout)
+        check_dropout_p(dropout, "dropout")
         if n_heads <= 0 or d_model % n_heads:
             raise ValueError(
                 f"d_model={d_model} must be divisible by n_heads={n_heads} (d_k = d_model / "
