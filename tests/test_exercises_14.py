@@ -92,12 +92,16 @@ def _masks(lengths, t_src, t_tgt, *, encoder_causal=False, decoder_causal=True,
 
 def test_masks_right_answer_passes_in_both_shapes(capsys):
     assert check_encoder_decoder_masks(_masks)
-    full = (
-        lambda lengths, s, t: tuple(  # noqa: E731
-            m.expand(len(lengths), 1, *m.shape[-2:]).clone() if m.ndim == 4 else m
-            for m in _masks(lengths, s, t)
+
+    def full(lengths, t_src, t_tgt):  # every mask materialised as (B, 1, T_q, T_k)
+        encoder, decoder, cross = _masks(lengths, t_src, t_tgt)
+        batch = len(lengths)
+        return (
+            encoder.expand(batch, 1, t_src, t_src).clone(),
+            decoder.expand(batch, 1, t_tgt, t_tgt).clone(),
+            cross.expand(batch, 1, t_tgt, t_src).clone(),
         )
-    )
+
     assert check_encoder_decoder_masks(full)
 
 

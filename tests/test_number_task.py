@@ -115,3 +115,20 @@ def test_exact_match_and_bad_arguments():
         task.encode_source("three thousand")
     with pytest.raises(ValueError, match="test_fraction"):
         split_numbers(1.5)
+
+
+def test_notebook_14_prose_numbers_match_its_outputs():
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "14_encoder_decoder.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    prose = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    outputs = "".join(
+        "".join(o.get("text", "")) for c in cells if c["cell_type"] == "code" for o in c["outputs"]
+    )
+    train, test = split_numbers(0.2, seed=0)
+    assert f"{len(train)} for training, {len(test)} held out" in outputs
+    assert f"the {len(test)} numbers never seen" in prose and f"All {len(train)} training" in prose
+    assert "(B=2, T_src=4)" in outputs and "(B=2, T_tgt=6)" in outputs
+    assert "T_src = 4" in prose and "T_tgt = 6" in prose
