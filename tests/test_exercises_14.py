@@ -45,7 +45,7 @@ def test_cross_attention_right_answer_passes(capsys):
         (dict(causal=True), "a causal mask was applied"),
         (dict(padding=False), "padded source positions get weight"),
         (dict(inverted=True), "memory_mask is True for real tokens"),
-        (dict(scale=False), "differs by up to"),
+        (dict(scale=False), "not divided by sqrt(d_k)"),
         (dict(softmax_dim=-2), "differs by up to"),
     ],
 )

@@ -12,11 +12,15 @@ from course_utils.attention import merge_heads, split_heads
 from course_utils.exercises.core import compare, run_check
 
 
-def _cross_reference(x, memory, w_q, w_k, w_v, n_heads, real, *, causal=False, padding=True):
+def _cross_reference(
+    x, memory, w_q, w_k, w_v, n_heads, real, *, causal=False, padding=True, scale=True
+):
     q = split_heads(w_q(x), n_heads)  # (B, T_tgt, C) -> (B, h, T_tgt, d_k)
     k = split_heads(w_k(memory), n_heads)  # (B, T_src, C) -> (B, h, T_src, d_k)
     v = split_heads(w_v(memory), n_heads)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, T_tgt, T_src)
+    scores = (
+        q @ k.transpose(-2, -1) / (math.sqrt(q.shape[-1]) if scale else 1.0)
+    )  # (B,h,T_tgt,T_src)
     mask = torch.ones_like(scores, dtype=torch.bool)
     if padding:
         mask = mask & real[:, None, None, :]
@@ -62,6 +66,7 @@ def _diagnose_cross(answer, case) -> str | None:
         "whole source (it is known before decoding starts); mask only the padding": (
             _cross_reference(*case, causal=True)
         ),
+        "the scores are not divided by sqrt(d_k) (§3.2.1)": _cross_reference(*case, scale=False),
         "padded source positions get weight: hide keys where memory_mask is False": (
             _cross_reference(*case, padding=False)
         ),
