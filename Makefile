@@ -24,13 +24,23 @@ PORT ?=
 ARGS ?=
 # What `make test` runs; narrow it for a quick check: `make test TESTS=tests/test_model.py NBVAL=`.
 TESTS ?= tests
-NBVAL ?= notebooks/
+# Notebook 12 (training) goes first: it is the longest, so the other worker takes all the rest.
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+SLOWEST_NOTEBOOKS := $(wildcard notebooks/12_*.ipynb)
+NBVAL ?= $(SLOWEST_NOTEBOOKS) $(filter-out $(SLOWEST_NOTEBOOKS),$(NOTEBOOKS))
+# Parallel processes for `make test` and `make course` (pytest-xdist; each notebook runs whole
+# in one worker). JOBS=1 runs one at a time.
+JOBS ?= 2
+XDIST_TESTS := $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS))
+XDIST_NOTEBOOKS := $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS) --dist loadscope --no-loadscope-reorder)
 CONFIG ?= baby
 # Processes for `make train` (DDP under torchrun): one per GPU, e.g. `make train NPROC=2`.
 NPROC ?= 1
-NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
-# Headless runs draw figures inline, whatever MPLBACKEND the shell has.
-EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline
+# Headless runs draw figures inline, whatever MPLBACKEND the shell has. One CPU thread per
+# process: the committed outputs are then the same on any number of cores, and parallel
+# workers do not fight over cores (two workers of two threads each on two cores run many
+# times slower than one).
+EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline OMP_NUM_THREADS=1
 # Offline: tests/offline/sitecustomize.py blocks every non-loopback connection in each Python
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
 OFFLINE_ENV := PYTHONPATH="$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}"
@@ -71,18 +81,17 @@ lab: setup
 	"$(VENV)/bin/jupyter" lab $(if $(filter 0,$(shell id -u)),--allow-root) $(if $(PORT),--port=$(PORT)) $(ARGS) notebooks/
 
 test: setup
-	$(OFFLINE_ENV) "$(PY)" -m pytest $(TESTS)
+	$(if $(TESTS),OMP_NUM_THREADS=1 $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) $(TESTS))
 	$(if $(NBVAL),$(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
-		--nbval-cell-timeout=600 -p no:cacheprovider $(NBVAL))
+		--nbval-cell-timeout=600 -p no:cacheprovider $(XDIST_NOTEBOOKS) $(NBVAL))
 
 course: setup
 	$(PY) scripts/sync_notebook_headers.py
-	for nb in $(NOTEBOOKS); do \
-		echo "executing $$nb"; \
-		$(EXEC_ENV) $(OFFLINE_ENV) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	printf '%s\n' $(SLOWEST_NOTEBOOKS) $(filter-out $(SLOWEST_NOTEBOOKS),$(NOTEBOOKS)) | \
+		xargs -P $(if $(filter-out 0,$(JOBS)),$(JOBS),1) -I NOTEBOOK \
+		env $(EXEC_ENV) $(OFFLINE_ENV) "$(VENV)/bin/jupyter" nbconvert --to notebook --execute --inplace \
 			--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 \
-			--ExecutePreprocessor.record_timing=False "$$nb" || exit 1; \
-	done
+			--ExecutePreprocessor.record_timing=False NOTEBOOK
 
 # The Colab badge and bootstrap cell at the top of every notebook, from scripts/templates/.
 headers: setup

@@ -22,6 +22,8 @@ TESTED_VERSIONS = {
     "pylopdf-fonts-zh-cn": "0.1.1",
     "tqdm": "4.70.1",
     "pytest": "9.2.0",
+    "pytest-xdist": "3.8.0",
+    "execnet": "2.1.2",
     "ruff": "0.17.6",
     "ipywidgets": "8.1.9",
     "pyyaml": "6.0.3",

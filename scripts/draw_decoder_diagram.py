@@ -6,7 +6,8 @@ Usage::
     python scripts/draw_decoder_diagram.py --check  # exit 1 if the committed file is stale
 
 (``make assets`` runs the first form.) The shapes are not typed in: a ``TinyDecoder`` with the
-running example's sizes (B=2, T=6, d_model=24, h=3, d_k=8, d_ff=96, V=65) runs once with
+running example's sizes (B=2, T=6, d_model=24, h=3, d_k=8, d_ff=96, and V=84: the characters of
+the course's Shakespeare, as notebooks 00 and 11 load them) runs once with
 forward hooks (:func:`course_utils.shapes.trace_shapes`) and the attention weights kept; each
 box's shape is read from that run, and the per-head tensors come from the model's own
 ``split_heads``. Every axis has its own size, so each printed shape names its axes.
@@ -33,13 +34,17 @@ import torch  # noqa: E402
 
 from course_utils.attention import split_heads  # noqa: E402
 from course_utils.config import ModelConfig  # noqa: E402
+from course_utils.data import load_shakespeare  # noqa: E402
 from course_utils.model import TinyDecoder  # noqa: E402
 from course_utils.shapes import named_shape, trace_shapes  # noqa: E402
+from course_utils.tokenization import CharTokenizer  # noqa: E402
 from course_utils.viz import draw_decoder_diagram  # noqa: E402
 
 OUTPUT = ROOT / "assets" / "figures" / "decoder_shapes.svg"
 # The running example (COURSE_DESIGN.md): every size different, so shapes name their axes.
-B, T, D_MODEL, N_HEADS, D_FF, VOCAB_SIZE, N_LAYERS = 2, 6, 24, 3, 96, 65, 2
+B, T, D_MODEL, N_HEADS, D_FF, N_LAYERS = 2, 6, 24, 3, 96, 2
+# V as notebooks 00 and 11 have it: one token per distinct character of the corpus.
+VOCAB_SIZE = CharTokenizer.from_text(load_shakespeare()).vocab_size
 
 
 def traced_stages() -> list[tuple[str, str]]:

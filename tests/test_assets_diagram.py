@@ -40,9 +40,10 @@ def test_every_stage_shows_the_running_examples_shape():
     assert stages["split into h heads"] == "(B=2, h=3, T=6, d_k=8)"
     assert stages["softmax(Q·Kᵀ/√d_k + causal mask)"] == "(B=2, h=3, T_q=6, T_k=6)"
     assert stages["LayerNorm, FFN up + GELU"] == "(B=2, T=6, d_ff=96)"
-    assert stages["LM head → logits"] == "(B=2, T=6, V=65)"
+    # V: the distinct characters of the corpus, as notebooks 00 and 11 print it
+    assert stages["LM head → logits"] == "(B=2, T=6, V=84)"
     sizes = {int(n) for shape in stages.values() for n in re.findall(r"=(\d+)", shape)}
-    assert sizes == {2, 6, 3, 8, 24, 96, 65}
+    assert sizes == {2, 6, 3, 8, 24, 96, 84}
 
 
 def test_the_shapes_come_from_the_model_not_from_the_labels(monkeypatch):

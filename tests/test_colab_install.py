@@ -53,13 +53,16 @@ def _canonical(name: str) -> str:
 
 
 def _closure(names) -> dict[str, importlib.metadata.Distribution]:
-    """The installed distributions ``names`` need, themselves included (no extras)."""
+    """The installed distributions ``names`` need, themselves included, following the extras
+    a requirement asks for (a CUDA torch needs ``cuda-toolkit[cufile, ...]``)."""
     found: dict[str, importlib.metadata.Distribution] = {}
-    todo = list(names)
+    todo = [(name, frozenset()) for name in names]
+    seen = set()
     while todo:
-        name = todo.pop()
-        if _canonical(name) in found:
+        name, extras = todo.pop()
+        if (_canonical(name), extras) in seen:
             continue
+        seen.add((_canonical(name), extras))
         try:
             distribution = importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
@@ -67,8 +70,9 @@ def _closure(names) -> dict[str, importlib.metadata.Distribution]:
         found[_canonical(name)] = distribution
         for text in distribution.requires or []:
             requirement = Requirement(text)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                todo.append(requirement.name)
+            marker = requirement.marker
+            if marker is None or any(marker.evaluate({"extra": e}) for e in ("", *extras)):
+                todo.append((requirement.name, frozenset(requirement.extras)))
     return found
 
 
