@@ -6,7 +6,7 @@ in Colab); tests/test_notebook_headers.py checks that the two agree.
 """
 
 TESTED_VERSIONS = {
-    "python": "3.11",
+    "python": "3.11, 3.12, 3.13",
     "torch": "2.13.0",
     "numpy": "2.4.6",
     "matplotlib": "3.11.2",

@@ -18,7 +18,7 @@ from pathlib import Path
 REPORTED = ("torch", "numpy", "matplotlib", "tiktoken", "jieba")
 CONSTRAINTS = Path(__file__).resolve().parents[1] / "constraints.txt"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)$")
-_TESTED_PYTHON = re.compile(r"\bPython (\d+\.\d+)\b")
+_TESTED_PYTHON = re.compile(r"\bPython (\d+\.\d+(?:,\s*\d+\.\d+)*)\b")
 _RELEASE = re.compile(r"^v?(\d+(?:\.\d+)*)")
 
 
@@ -29,7 +29,8 @@ def normalize_name(name: str) -> str:
 
 def parse_constraints(text: str) -> dict[str, str]:
     """The pins of a constraints file: ``{"torch": "2.13.0", ...}``, plus ``"python"`` when
-    a comment names the tested Python (``# Tested versions (Python 3.11, CPU)``).
+    a comment names the tested Pythons (``# Tested versions (Python 3.11, 3.12; CPU)`` gives
+    ``"python": "3.11, 3.12"``).
 
     Blank lines and comments are skipped.
 
@@ -41,7 +42,7 @@ def parse_constraints(text: str) -> dict[str, str]:
     for number, raw in enumerate(text.splitlines(), start=1):
         comment = raw.partition("#")[2]
         if "python" not in pins and (found := _TESTED_PYTHON.search(comment)):
-            pins["python"] = found.group(1)
+            pins["python"] = ", ".join(re.split(r",\s*", found.group(1)))
         line = raw.partition("#")[0].strip()
         if not line:
             continue
@@ -93,8 +94,9 @@ def version_warning(name: str, installed: str | None, tested: str | None) -> str
     """A one-line warning when ``installed`` is outside the tested range, else None.
 
     The tested range of a pinned package is its pinned release (``2.13.0`` matches
-    ``2.13.0+cpu`` but not ``2.13.1``); for Python it is the tested minor version (``3.11``
-    matches every ``3.11.x``). A package without a pin is not judged.
+    ``2.13.0+cpu`` but not ``2.13.1``); for Python it is any of the tested minor versions
+    (``"3.11, 3.12"`` matches every ``3.11.x`` and ``3.12.x``). A package without a pin is not
+    judged.
 
     Raises:
         ValueError: from :func:`release`, on a version string that is not a version.
@@ -103,10 +105,13 @@ def version_warning(name: str, installed: str | None, tested: str | None) -> str
         return None
     if installed is None:
         return f"{name} is not installed (tested with {tested}); run `make setup`"
-    have, want = release(installed), release(tested)
-    if name == "python":
-        have = have[: len(want)]
-    if have != want:
+    if name == "python":  # any of the tested minor versions, e.g. "3.11, 3.12"
+        wanted = [release(version) for version in tested.split(",")]
+        if any(release(installed)[: len(want)] == want for want in wanted):
+            return None
+        which = "a tested version" if len(wanted) > 1 else "the tested version"
+        return f"{name} {installed} is not {which} {tested} (constraints.txt)"
+    if release(installed) != release(tested):
         return f"{name} {installed} is not the tested version {tested} (constraints.txt)"
     return None
 

@@ -25,6 +25,11 @@ def test_parse_constraints_reads_pins_and_the_tested_python():
     assert parse_constraints(text) == {"python": "3.11", "torch": "2.13.0", "pyyaml": "6.0.3"}
 
 
+def test_parse_constraints_reads_several_tested_pythons():
+    text = "# Tested versions (Python 3.11,3.12, 3.13; CPU).\ntorch==2.13.0\n"
+    assert parse_constraints(text) == {"python": "3.11, 3.12, 3.13", "torch": "2.13.0"}
+
+
 def test_parse_constraints_names_the_bad_line():
     with pytest.raises(ValueError, match=r"line 2: expected 'name==version', got 'numpy>=2'"):
         parse_constraints("torch==2.13.0\nnumpy>=2\n")
@@ -33,7 +38,7 @@ def test_parse_constraints_names_the_bad_line():
 def test_the_repository_constraints_cover_every_reported_package():
     tested = environment.tested_versions()
     assert tested == parse_constraints((ROOT / "constraints.txt").read_text())
-    assert tested["python"] == "3.11" and tested["torch"] == "2.13.0"
+    assert tested["python"] == "3.11, 3.12, 3.13" and tested["torch"] == "2.13.0"
     assert set(environment.REPORTED) <= set(tested)
 
 
@@ -68,6 +73,10 @@ def test_release_rejects_a_non_version():
         ("numpy", "2.4.6", "2.4.6", False),
         ("python", "3.11.7", "3.11", False),  # any 3.11.x
         ("python", "3.12.1", "3.11", True),
+        ("python", "3.12.1", "3.11, 3.12, 3.13", False),  # one of several tested versions
+        ("python", "3.13.0", "3.11, 3.12, 3.13", False),
+        ("python", "3.10.4", "3.11, 3.12, 3.13", True),
+        ("python", "3.1.2", "3.11, 3.12", True),  # 3.1 is not a prefix of 3.11
         ("jieba", None, "0.42.1", True),  # missing
         ("somepackage", "1.0", None, False),  # not pinned: not judged
     ],
