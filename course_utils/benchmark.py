@@ -4,7 +4,8 @@
 teaching path (explicit attention with its weights kept, LayerNorm formula), the fast path
 (one fused Q/K/V product, ``F.scaled_dot_product_attention``, fused LayerNorm) and a peer of
 the same shape built from ``nn.TransformerEncoderLayer`` (:mod:`course_utils.benchmark_peer`),
-and on CUDA also fp32 vs bf16 autocast and eager vs ``torch.compile``, with MFU;
+and on CUDA also fp32 vs bf16 autocast and eager vs ``torch.compile``, with MFU (one variant
+is measured by :mod:`course_utils.benchmark_variant`);
 :func:`benchmark_table` (:mod:`course_utils.benchmark_report`) formats the result as text.
 ``benchmarks/train_throughput.py`` (``make bench``) runs it and writes JSON.
 
@@ -17,30 +18,18 @@ d = d_model.
 from __future__ import annotations
 
 import dataclasses
-import gc
-import os
 import platform
 import re
 import statistics
-import sys
 import time
 from dataclasses import asdict
 
 import torch
 
-from course_utils.benchmark_peer import PeerDecoder
+from course_utils.benchmark_variant import measure_variant, reset_peak_rss
 from course_utils.config import ModelConfig, TrainConfig, get_config
 from course_utils.model import TinyDecoder
-from course_utils.training import (
-    DeviceBatches,
-    enable_tf32,
-    learning_rate_at,
-    make_optimizer,
-    set_explicit_layer_norm,
-    training_step,
-    unwrap_model,
-)
-from course_utils.training.precision import device_precision, make_grad_scaler
+from course_utils.training import enable_tf32, unwrap_model
 
 PATHS = ("teaching", "fast", "peer")
 
@@ -102,34 +91,6 @@ def flops_per_token(model: TinyDecoder) -> int:
     config = unwrap_model(model).config
     attention = 12 * config.n_layers * config.n_heads * config.d_k * config.block_size
     return 6 * non_embedding_parameters(model) + attention
-
-
-def _reset_peak_rss() -> bool:
-    """Reset the process's peak resident set size to its current size (Linux only)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _current_rss() -> int | None:
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
-
-
-def _peak_rss() -> int | None:
-    """Peak resident set size of this process, bytes (``resource.getrusage``)."""
-    try:
-        import resource  # Unix only
-    except ImportError:
-        return None
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024  # macOS: bytes; Linux: KiB
 
 
 def _cpu_name() -> str:
@@ -205,12 +166,69 @@ def benchmark_training(
         ValueError: an unknown path or dtype, ``"bfloat16"`` off CUDA (the course's
             autocast is CUDA-only), or a step count below 1 (below 0 for warm-up).
     """
+    plan = _plan(device, config, variants, warmup_steps, timed_steps, repeats, time_budget)
+    log = log or (lambda message: None)
+    machine = _describe_machine(plan.device)
+    data, vocab_size, data_source = _benchmark_data()
+    model_config, train_config = get_config(plan.config, vocab_size)
+    tokens_per_step = train_config.batch_size * model_config.block_size
+    torch.manual_seed(0)
+    reference = TinyDecoder(model_config)
+    flops = flops_per_token(reference)
+    sizes = (reference.num_parameters(), non_embedding_parameters(reference))
+    del reference
+
+    measured, rounds_done = _measure_rounds(plan, model_config, train_config, data, log)
+    rows = [
+        _result_row(variant, record, tokens_per_step, flops, machine.peak)
+        for variant, record in measured.items()
+    ]
+    return {
+        "device": str(plan.device),
+        "device_name": machine.name,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "config": plan.config,
+        "model_config": asdict(model_config),
+        "batch_size": train_config.batch_size,
+        "tokens_per_step": tokens_per_step,
+        "data": data_source,
+        "parameters": sizes[0],
+        "non_embedding_parameters": sizes[1],
+        "flops_per_token": flops,
+        "peak_flops": machine.peak,
+        "peak_flops_source": machine.peak_source,
+        "memory_kind": machine.memory_kind,
+        "warmup_steps": plan.warmup_steps,
+        "timed_steps": plan.timed_steps,
+        "repeats": rounds_done,
+        "repeats_requested": plan.repeats,
+        "rows": rows,
+    }
+
+
+@dataclasses.dataclass
+class _Plan:
+    """What :func:`benchmark_training` measures, its defaults filled in and checked."""
+
+    device: torch.device
+    config: str
+    variants: tuple[tuple[str, str, bool], ...]
+    warmup_steps: int
+    timed_steps: int
+    repeats: int
+    time_budget: float | None
+
+
+def _plan(device, config, variants, warmup_steps, timed_steps, repeats, time_budget) -> _Plan:
+    """:func:`benchmark_training`'s arguments with the CPU or CUDA defaults, checked."""
     from course_utils.device import get_device
 
     device = get_device(device) if isinstance(device, str) and device == "auto" else device
     device = torch.device(device)
     cuda = device.type == "cuda"
-    config = config or ("gpu" if cuda else "baby")
     variants = tuple(variants or (CUDA_BENCHMARK_VARIANTS if cuda else CPU_BENCHMARK_VARIANTS))
     for path, dtype, _ in variants:
         if path not in PATHS or dtype not in ("float32", "bfloat16"):
@@ -227,171 +245,119 @@ def benchmark_training(
         )
     if time_budget is None and not cuda:
         time_budget = 40.0
-    log = log or (lambda message: None)
-    if cuda:
+    config = config or ("gpu" if cuda else "baby")
+    return _Plan(device, config, variants, warmup_steps, timed_steps, repeats, time_budget)
+
+
+@dataclasses.dataclass
+class _Machine:
+    """The device as the result names it: its name, bf16 peak and how memory is measured."""
+
+    name: str
+    peak: float | None
+    peak_source: str
+    memory_kind: str
+
+
+def _describe_machine(device: torch.device) -> _Machine:
+    """Name, peak and memory kind of ``device``; on CUDA also switches TF32 on."""
+    if device.type == "cuda":
         enable_tf32()
-        device_name = torch.cuda.get_device_name(device)
+        name = torch.cuda.get_device_name(device)
         memory_kind = "torch.cuda.max_memory_allocated (reset before each variant)"
-    else:
-        device_name = _cpu_name() if device.type == "cpu" else device.type
-        resettable = _reset_peak_rss()
+        return _Machine(name, *peak_bf16_flops(name), memory_kind)
+    name = _cpu_name() if device.type == "cpu" else device.type
+    if reset_peak_rss():
         memory_kind = (
             "peak RSS of the process, resource.getrusage (reset before each variant; "
             "includes PyTorch itself; +N = growth during the variant)"
-            if resettable
-            else "peak RSS of the process so far, resource.getrusage (cannot be reset here)"
         )
-    peak, peak_source = peak_bf16_flops(device_name) if cuda else (None, "n/a (not a GPU)")
+    else:
+        memory_kind = "peak RSS of the process so far, resource.getrusage (cannot be reset here)"
+    return _Machine(name, None, "n/a (not a GPU)", memory_kind)
 
-    data, vocab_size, data_source = _benchmark_data()
-    model_config, train_config = get_config(config, vocab_size)
+
+def _measure_rounds(
+    plan: _Plan,
+    model_config: ModelConfig,
+    train_config: TrainConfig,
+    data: torch.Tensor,
+    log,
+) -> tuple[dict, int]:
+    """Measure every variant once per round, until ``plan.repeats`` rounds or the time budget.
+
+    Returns:
+        ``({variant: {"rates", "memory", "growth", "error"[, "final_loss"]}}, rounds run)``;
+        a variant that failed keeps its error and is not measured again.
+    """
     tokens_per_step = train_config.batch_size * model_config.block_size
-    torch.manual_seed(0)
-    reference = TinyDecoder(model_config)
-    flops = flops_per_token(reference)
-    sizes = (reference.num_parameters(), non_embedding_parameters(reference))
-    del reference
-
-    measured = {v: {"rates": [], "memory": [], "growth": [], "error": None} for v in variants}
+    measured = {v: {"rates": [], "memory": [], "growth": [], "error": None} for v in plan.variants}
     measuring_since, rounds_done = time.perf_counter(), 0
-    for round_index in range(repeats):
+    for round_index in range(plan.repeats):
         spent = time.perf_counter() - measuring_since
-        if rounds_done and time_budget is not None and spent > time_budget:
-            log(f"time budget of {time_budget:.0f} s spent: {rounds_done} of {repeats} rounds")
+        if rounds_done and plan.time_budget is not None and spent > plan.time_budget:
+            log(
+                f"time budget of {plan.time_budget:.0f} s spent: {rounds_done} of "
+                f"{plan.repeats} rounds"
+            )
             break
         rounds_done += 1
-        for variant in variants:
+        for variant in plan.variants:
             record = measured[variant]
             if record["error"] is not None:
                 continue
             path, dtype, compiled = variant
             log(
                 f"{path} {dtype} {'compiled' if compiled else 'eager'}: "
-                f"{warmup_steps} warm-up + {timed_steps} timed steps "
-                f"(round {round_index + 1}/{repeats})"
+                f"{plan.warmup_steps} warm-up + {plan.timed_steps} timed steps "
+                f"(round {round_index + 1}/{plan.repeats})"
             )
             try:
-                seconds, loss, memory, growth = _measure_variant(
-                    variant, model_config, train_config, data, device, warmup_steps, timed_steps
+                seconds, loss, memory, growth = measure_variant(
+                    variant,
+                    model_config,
+                    train_config,
+                    data,
+                    plan.device,
+                    plan.warmup_steps,
+                    plan.timed_steps,
                 )
             except Exception as error:  # e.g. out of memory, or a compiler failure: say so
                 record["error"] = f"{type(error).__name__}: {error}"[:500]
                 log(f"  failed: {record['error']}")
                 continue
-            record["rates"].append(timed_steps * tokens_per_step / seconds)
+            record["rates"].append(plan.timed_steps * tokens_per_step / seconds)
             record["final_loss"] = loss
             record["memory"].append(memory)
             if growth is not None:
                 record["growth"].append(growth)
-    rows = []
-    for (path, dtype, compiled), record in measured.items():
-        rate = statistics.median(record["rates"]) if record["rates"] else None
-        memory = [m for m in record["memory"] if m is not None]
-        rows.append(
-            {
-                "path": path,
-                "dtype": dtype,
-                "compiled": compiled,
-                "tokens_per_second": rate,
-                "tokens_per_second_each_round": record["rates"],
-                "ms_per_step": 1000.0 * tokens_per_step / rate if rate else None,
-                "peak_memory_bytes": max(memory) if memory else None,
-                "memory_growth_bytes": max(record["growth"]) if record["growth"] else None,
-                "mfu": rate * flops / peak if peak and rate else None,
-                "final_loss": record.get("final_loss"),
-                "error": record["error"],
-            }
-        )
-    return {
-        "device": str(device),
-        "device_name": device_name,
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "config": config,
-        "model_config": asdict(model_config),
-        "batch_size": train_config.batch_size,
-        "tokens_per_step": tokens_per_step,
-        "data": data_source,
-        "parameters": sizes[0],
-        "non_embedding_parameters": sizes[1],
-        "flops_per_token": flops,
-        "peak_flops": peak,
-        "peak_flops_source": peak_source,
-        "memory_kind": memory_kind,
-        "warmup_steps": warmup_steps,
-        "timed_steps": timed_steps,
-        "repeats": rounds_done,
-        "repeats_requested": repeats,
-        "rows": rows,
-    }
+    return measured, rounds_done
 
 
-def _measure_variant(
+def _result_row(
     variant: tuple[str, str, bool],
-    model_config: ModelConfig,
-    train_config: TrainConfig,
-    data: torch.Tensor,
-    device: torch.device,
-    warmup_steps: int,
-    timed_steps: int,
-) -> tuple[float, float, int | None, int | None]:
-    """Train a fresh model for ``warmup_steps`` untimed and ``timed_steps`` timed steps.
-
-    Returns:
-        ``(seconds of the timed steps, last loss, peak memory in bytes, RSS growth in
-        bytes or None)``.
-    """
+    record: dict,
+    tokens_per_step: int,
+    flops: int,
+    peak: float | None,
+) -> dict:
+    """One row of the result: a variant's median rate and what follows from it."""
     path, dtype, compiled = variant
-    cuda = device.type == "cuda"
-    gc.collect()
-    if cuda:
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-    elif device.type == "cpu":
-        _reset_peak_rss()
-    rss_before = None if cuda else _current_rss()
-    torch.manual_seed(0)
-    if path == "peer":
-        model = PeerDecoder(model_config).to(device)
-    else:
-        model = TinyDecoder(model_config).to(device)
-        set_explicit_layer_norm(model, path == "teaching")
-    if compiled:
-        torch.compiler.reset()  # a fresh compile per variant, never a cache-limit fallback
-    step_model = torch.compile(model) if compiled else model
-    run_config = dataclasses.replace(train_config, autocast_dtype=dtype)
-    optimizer = make_optimizer(model, run_config)
-    scaler = make_grad_scaler(device, device_precision(device, run_config))  # fp16 (T4) only
-    batches = DeviceBatches(data, model_config.block_size, run_config.batch_size, device, seed=0)
-    model.train()
-    started = time.perf_counter()
-    for step in range(warmup_steps + timed_steps):
-        if step == warmup_steps:
-            if cuda:
-                torch.cuda.synchronize(device)
-            started = time.perf_counter()
-        x, y = batches.sample()
-        loss = training_step(
-            step_model,
-            optimizer,
-            x,
-            y,
-            learning_rate_at(step, run_config),
-            run_config,
-            device,
-            need_weights=path == "teaching",
-            scaler=scaler,
-        )
-    if cuda:
-        torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - started
-    if cuda:
-        return seconds, loss.item(), torch.cuda.max_memory_allocated(device), None
-    peak_rss = _peak_rss()
-    growth = None if peak_rss is None or rss_before is None else peak_rss - rss_before
-    return seconds, loss.item(), peak_rss, growth
+    rate = statistics.median(record["rates"]) if record["rates"] else None
+    memory = [m for m in record["memory"] if m is not None]
+    return {
+        "path": path,
+        "dtype": dtype,
+        "compiled": compiled,
+        "tokens_per_second": rate,
+        "tokens_per_second_each_round": record["rates"],
+        "ms_per_step": 1000.0 * tokens_per_step / rate if rate else None,
+        "peak_memory_bytes": max(memory) if memory else None,
+        "memory_growth_bytes": max(record["growth"]) if record["growth"] else None,
+        "mfu": rate * flops / peak if peak and rate else None,
+        "final_loss": record.get("final_loss"),
+        "error": record["error"],
+    }
 
 
 from course_utils.benchmark_report import benchmark_table  # noqa: E402, F401  (re-exported)

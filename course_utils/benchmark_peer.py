@@ -23,7 +23,7 @@ from torch import nn
 
 from course_utils.config import ModelConfig
 from course_utils.embedding import TokenEmbedding
-from course_utils.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from course_utils.positional import additive_positions
 
 
 class PeerDecoder(nn.Module):
@@ -45,10 +45,9 @@ class PeerDecoder(nn.Module):
         super().__init__()
         self.config = config
         self.token_embedding = TokenEmbedding(config.vocab_size, config.d_model)
-        if config.positional == "sinusoidal":
-            self.position = SinusoidalPositionalEncoding(config.block_size, config.d_model)
-        else:  # learned, or rope (which nn.TransformerEncoderLayer cannot apply)
-            self.position = LearnedPositionalEmbedding(config.block_size, config.d_model)
+        # nn.TransformerEncoderLayer has no hook to rotate q and k: rope becomes learned.
+        kind = "learned" if config.positional == "rope" else config.positional
+        self.position = additive_positions(kind, config.block_size, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
         layer = nn.TransformerEncoderLayer(
             config.d_model,

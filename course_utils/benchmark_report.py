@@ -14,9 +14,32 @@ def benchmark_table(results: dict) -> str:
     peak memory, MFU (on a GPU whose peak is known) and the last loss; the lines around
     it say what was measured and how. A variant that failed says so instead of numbers.
     """
-    config = results["model_config"]
     gpu = results["device"].startswith("cuda")
-    lines = [
+    header = (
+        f"{'path':<9} {'dtype':<9} {'mode':<8} {'tokens/s':>10} {'ms/step':>8} "
+        f"{'vs row 1':>8}  {'peak memory':>20}  {'MFU':>7}  {'last loss':>9}"
+    )
+    lines = [*_setup_lines(results), "", header, "-" * len(header)]
+    # Speeds are relative to the first row that was measured.
+    first = next((r["tokens_per_second"] for r in results["rows"] if r["tokens_per_second"]), None)
+    lines += [_row_line(row, first, gpu) for row in results["rows"]]
+    lines += ["", *ratio_lines(results["rows"])]
+    lines += ["", *_legend_lines(results, gpu)]
+    return "\n".join(lines)
+
+
+def _setup_lines(results: dict) -> list[str]:
+    """What was measured: the model and batch, the machine, the steps and rounds."""
+    config = results["model_config"]
+    rounds = ""
+    if results["repeats"] > 1:
+        rounds = f" x {results['repeats']} rounds (variants take turns; median shown)"
+    if results.get("repeats_requested", results["repeats"]) > results["repeats"]:
+        rounds += (
+            f" (time budget spent after {results['repeats']} of "
+            f"{results['repeats_requested']} rounds)"
+        )
+    return [
         f"Training step benchmark: preset {results['config']!r} "
         f"({config['n_layers']} layers, d_model {config['d_model']}, {config['n_heads']} heads, "
         f"B={results['batch_size']}, T={config['block_size']}: "
@@ -24,46 +47,33 @@ def benchmark_table(results: dict) -> str:
         f"device {results['device']}: {results['device_name']}; {results['threads']} CPU "
         f"threads; torch {results['torch']}; {results['date']}",
         f"each row: {results['warmup_steps']} warm-up steps excluded, then "
-        f"{results['timed_steps']} timed steps"
-        + (
-            f" x {results['repeats']} rounds (variants take turns; median shown)"
-            if results["repeats"] > 1
-            else ""
-        )
-        + (
-            f" (time budget spent after {results['repeats']} of "
-            f"{results['repeats_requested']} rounds)"
-            if results.get("repeats_requested", results["repeats"]) > results["repeats"]
-            else ""
-        ),
-        "",
+        f"{results['timed_steps']} timed steps" + rounds,
     ]
-    header = (
-        f"{'path':<9} {'dtype':<9} {'mode':<8} {'tokens/s':>10} {'ms/step':>8} "
-        f"{'vs row 1':>8}  {'peak memory':>20}  {'MFU':>7}  {'last loss':>9}"
+
+
+def _row_line(row: dict, first: float | None, gpu: bool) -> str:
+    """One variant's line of the table (``first``: the tokens/s that is 1.00x)."""
+    label = f"{row['path']:<9} {row['dtype']:<9} {'compile' if row['compiled'] else 'eager':<8}"
+    if not row["tokens_per_second"]:
+        return f"{label} failed: {row.get('error') or 'not measured'}"
+    memory = _mebibytes(row["peak_memory_bytes"])
+    if row.get("memory_growth_bytes") is not None:
+        memory += f" (+{max(0, row['memory_growth_bytes']) / 2**20:,.0f})"
+    if row["mfu"] is not None:
+        mfu = f"{100 * row['mfu']:.1f} %"
+    else:
+        mfu = "unknown" if gpu else "n/a"
+    return (
+        f"{label} {row['tokens_per_second']:>10,.0f} {row['ms_per_step']:>8.1f} "
+        f"{row['tokens_per_second'] / first:>7.2f}x  {memory:>20}  {mfu:>7}  "
+        f"{row['final_loss']:>9.4f}"
     )
-    lines += [header, "-" * len(header)]
-    first = next((r["tokens_per_second"] for r in results["rows"] if r["tokens_per_second"]), None)
-    for row in results["rows"]:
-        label = f"{row['path']:<9} {row['dtype']:<9} {'compile' if row['compiled'] else 'eager':<8}"
-        if not row["tokens_per_second"]:
-            lines.append(f"{label} failed: {row.get('error') or 'not measured'}")
-            continue
-        memory = _mebibytes(row["peak_memory_bytes"])
-        if row.get("memory_growth_bytes") is not None:
-            memory += f" (+{max(0, row['memory_growth_bytes']) / 2**20:,.0f})"
-        if row["mfu"] is not None:
-            mfu = f"{100 * row['mfu']:.1f} %"
-        else:
-            mfu = "unknown" if gpu else "n/a"
-        lines.append(
-            f"{label} {row['tokens_per_second']:>10,.0f} {row['ms_per_step']:>8.1f} "
-            f"{row['tokens_per_second'] / first:>7.2f}x  {memory:>20}  {mfu:>7}  "
-            f"{row['final_loss']:>9.4f}"
-        )
-    lines += ["", *ratio_lines(results["rows"])]
-    lines += [
-        "",
+
+
+def _legend_lines(results: dict, gpu: bool) -> list[str]:
+    """What the paths are, what the last loss and the memory column mean, how MFU is
+    computed."""
+    return [
         "teaching = explicit attention with weights kept + LayerNorm formula; "
         "fast = one fused Q/K/V product + F.scaled_dot_product_attention(is_causal) + fused "
         "layer_norm; peer = the same shape from nn.TransformerEncoderLayer(norm_first=True, "
@@ -75,7 +85,6 @@ def benchmark_table(results: dict) -> str:
         f"memory: {results['memory_kind']}",
         mfu_line(results),
     ]
-    return "\n".join(lines)
 
 
 def ratio_lines(rows: list[dict]) -> list[str]:

@@ -34,6 +34,8 @@ window of ``TinyDecoder.generate``.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -213,6 +215,26 @@ def _check_generate_args(model: TinyDecoder, ids, max_new_tokens: int, crop_to: 
     return crop_to
 
 
+@contextmanager
+def _generating(
+    model: TinyDecoder, ids, max_new_tokens: int, crop_to: int | None
+) -> Iterator[tuple[int, int]]:
+    """The setup both generators share: check the arguments, then run the ``with`` block
+    in eval mode (the model's own mode comes back afterwards, even after an error).
+
+    Yields:
+        ``(crop_to, start)``: ``crop_to`` with its default filled in, and where the first
+        context starts in ``ids`` (the prompt's last ``block_size`` tokens).
+    """
+    crop_to = _check_generate_args(model, ids, max_new_tokens, crop_to)
+    was_training = model.training
+    model.eval()
+    try:
+        yield crop_to, max(0, ids.shape[1] - model.config.block_size)
+    finally:
+        model.train(was_training)
+
+
 @torch.no_grad()
 def generate(
     model: TinyDecoder,
@@ -246,19 +268,15 @@ def generate(
     Raises:
         ValueError: bad prompt, max_new_tokens or crop_to; bad sampling options.
     """
-    crop_to = _check_generate_args(model, ids, max_new_tokens, crop_to)
-    was_training, block_size = model.training, model.config.block_size
-    model.eval()
-    start, steps = max(0, ids.shape[1] - block_size), []
-    try:
+    steps: list[torch.Tensor] = []  # each step's (B, V) logits
+    with _generating(model, ids, max_new_tokens, crop_to) as (crop_to, start):
+        block_size = model.config.block_size
         for _ in range(max_new_tokens):
             logits = model(ids[:, start:])[0][:, -1, :].float()  # (B, T, V) -> (B, V)
             steps.append(logits)
             ids = torch.cat([ids, sample_next(logits, **sampling)], dim=1)  # (B, T) -> (B, T+1)
             if ids.shape[1] - start > block_size:
                 start = ids.shape[1] - crop_to
-    finally:
-        model.train(was_training)
     return (ids, _stack(steps, ids, model)) if return_logits else ids
 
 
@@ -285,11 +303,9 @@ def generate_with_cache(
     Raises:
         ValueError: bad prompt, max_new_tokens or crop_to; bad sampling options.
     """
-    crop_to = _check_generate_args(model, ids, max_new_tokens, crop_to)
-    was_training, block_size = model.training, model.config.block_size
-    model.eval()
-    start, steps, cache = max(0, ids.shape[1] - block_size), [], KVCache()
-    try:
+    steps, cache = [], KVCache()  # each step's (B, V) logits; the keys and values so far
+    with _generating(model, ids, max_new_tokens, crop_to) as (crop_to, start):
+        block_size = model.config.block_size
         logits = forward_with_cache(model, ids[:, start:], cache)[:, -1, :].float()  # prefill
         for step in range(max_new_tokens):
             steps.append(logits)
@@ -302,8 +318,6 @@ def generate_with_cache(
                 logits = forward_with_cache(model, ids[:, start:], cache)[:, -1, :].float()
             else:  # (B, 1) -> (B, 1, V) -> (B, V)
                 logits = forward_with_cache(model, next_id, cache)[:, -1, :].float()
-    finally:
-        model.train(was_training)
     return (ids, _stack(steps, ids, model)) if return_logits else ids
 
 

@@ -1,5 +1,8 @@
 """Positional information: sinusoidal encoding (Vaswani et al. 2017, §3.5), a learned table,
-and rotary position embedding (RoPE; Su et al. 2021, RoFormer, §3.2)."""
+and rotary position embedding (RoPE; Su et al. 2021, RoFormer, §3.2).
+
+:func:`additive_positions` picks the module that adds positions to the embeddings for a
+config's ``positional`` (nothing for RoPE, which rotates q and k inside attention)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,8 @@ import math
 import torch
 from torch import nn
 
-from course_utils.checks import check_float, check_int
+from course_utils.checks import check_choice, check_float, check_int
+from course_utils.config import POSITIONAL_KINDS
 
 
 def sinusoidal_positional_encoding(
@@ -100,6 +104,26 @@ class LearnedPositionalEmbedding(nn.Module):
         return x + self.weight[: x.shape[1]]
 
 
+def additive_positions(kind: str, max_len: int, d_model: int) -> nn.Module:
+    """The module that adds positions to the token embeddings, for a config's ``positional``.
+
+    ``"sinusoidal"``: :class:`SinusoidalPositionalEncoding`; ``"learned"``:
+    :class:`LearnedPositionalEmbedding`; ``"rope"``: ``nn.Identity()``, since rotary
+    positions are rotations of q and k inside attention and nothing is added.
+
+    Shapes: ``(B, T, d_model)`` -> ``(B, T, d_model)``.
+
+    Raises:
+        ValueError: an unknown ``kind``, or a size the module rejects.
+    """
+    check_choice(kind, "positional", POSITIONAL_KINDS)
+    if kind == "sinusoidal":
+        return SinusoidalPositionalEncoding(max_len, d_model)
+    if kind == "learned":
+        return LearnedPositionalEmbedding(max_len, d_model)
+    return nn.Identity()  # rope: attention rotates q and k
+
+
 def pe_shift_matrix(
     k: int | float, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float64
 ) -> torch.Tensor:
@@ -176,35 +200,10 @@ def apply_rotary_embedding(
         ValueError: ``x`` has fewer than 2 dimensions, ``d`` is odd, or ``positions`` does not
             broadcast to ``x.shape[:-1]``.
     """
-    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
-        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(f"x must be a float tensor (..., T, d), got {got}")
-    if x.ndim < 2:
-        raise ValueError(f"x must have shape (..., T, d), got {tuple(x.shape)}")
-    length, d = x.shape[-2], x.shape[-1]
-    if d % 2:
-        raise ValueError(
-            f"the last dimension d must be even (RoPE rotates channel pairs), got d={d} "
-            f"in shape {tuple(x.shape)}"
-        )
-    compute = torch.float32 if x.device.type == "mps" else torch.float64
-    if positions is None:
-        positions = torch.arange(length, device=x.device, dtype=compute)
-    else:
-        if not isinstance(positions, torch.Tensor):
-            positions = torch.as_tensor(positions)
-        if positions.dtype.is_complex or positions.dtype == torch.bool:
-            raise TypeError(f"positions must be integer or float, got dtype {positions.dtype}")
-        try:
-            fits = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
-        except RuntimeError:
-            fits = False
-        if not fits:
-            raise ValueError(
-                f"positions of shape {tuple(positions.shape)} do not broadcast to "
-                f"x.shape[:-1] = {tuple(x.shape[:-1])}; pass one position per vector, e.g. (T,)"
-            )
-        positions = positions.to(device=x.device, dtype=compute)
+    _check_rotary_input(x)
+    d = x.shape[-1]
+    compute = torch.float32 if x.device.type == "mps" else torch.float64  # MPS: no float64
+    positions = _rotary_positions(positions, x, compute)  # broadcasts to (..., T)
     pair = torch.arange(d // 2, device=x.device, dtype=compute)
     theta = base ** (-2.0 * pair / d)  # (d/2,)
     angle = positions[..., None] * theta  # (..., T, d/2)
@@ -212,6 +211,44 @@ def apply_rotary_embedding(
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d) -> two (..., T, d/2)
     rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
     return rotated.flatten(-2)  # (..., T, d/2, 2) -> (..., T, d), pairs interleaved again
+
+
+def _check_rotary_input(x: torch.Tensor) -> None:
+    """Raise unless ``x`` is a float tensor ``(..., T, d)`` with ``d`` even."""
+    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
+        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"x must be a float tensor (..., T, d), got {got}")
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape (..., T, d), got {tuple(x.shape)}")
+    d = x.shape[-1]
+    if d % 2:
+        raise ValueError(
+            f"the last dimension d must be even (RoPE rotates channel pairs), got d={d} "
+            f"in shape {tuple(x.shape)}"
+        )
+
+
+def _rotary_positions(
+    positions: torch.Tensor | None, x: torch.Tensor, compute: torch.dtype
+) -> torch.Tensor:
+    """The position of each vector of ``x`` as a ``compute`` tensor on ``x``'s device:
+    ``0 .. T-1`` by default, else ``positions`` once checked against ``x.shape[:-1]``."""
+    if positions is None:
+        return torch.arange(x.shape[-2], device=x.device, dtype=compute)
+    if not isinstance(positions, torch.Tensor):
+        positions = torch.as_tensor(positions)
+    if positions.dtype.is_complex or positions.dtype == torch.bool:
+        raise TypeError(f"positions must be integer or float, got dtype {positions.dtype}")
+    try:
+        fits = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"positions of shape {tuple(positions.shape)} do not broadcast to "
+            f"x.shape[:-1] = {tuple(x.shape[:-1])}; pass one position per vector, e.g. (T,)"
+        )
+    return positions.to(device=x.device, dtype=compute)
 
 
 class RotaryEmbedding(nn.Module):

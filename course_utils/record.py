@@ -4,13 +4,14 @@ Usage: ``make record CONFIG=cpu`` or ``python -m course_utils.record --config gp
 (``[--device cpu] [--seed N] [--positional P] [--max-iters N] [--eval-iters N] [--out PATH]``).
 
 The command trains a preset with :func:`course_utils.training.train` (the course's one
-training loop), then writes one JSON file: the device and versions, the configs, every
-evaluation's train/validation loss, time per step, tokens/s, FLOPs per token and MFU, wall
-time, and text sampled with fixed seeds. Notebook 12 reads such files with :func:`load_run` /
-:func:`find_runs`, so every reader sees a GPU run, with or without a GPU; it draws one beside
-its live run with :func:`plot_run_beside` and estimates a T4's time with
-:func:`t4_estimate_minutes` (both in :mod:`course_utils.record_report`). Never edit a record
-by hand: re-run the command.
+training loop; data, preset and model set up as ``python -m course_utils.train`` does, by
+:func:`course_utils.train.prepare_run`), then writes one JSON file: the device and versions,
+the configs, every evaluation's train/validation loss, time per step, tokens/s, FLOPs per
+token and MFU, wall time, and text sampled with fixed seeds. Notebook 12 reads such files
+with :func:`load_run` / :func:`find_runs`, so every reader sees a GPU run, with or without a
+GPU; it draws one beside its live run with :func:`plot_run_beside` and estimates a T4's time
+with :func:`t4_estimate_minutes` (both in :mod:`course_utils.record_report`). Never edit a
+record by hand: re-run the command.
 
 Schema 1 (every key is always present; ``null`` where noted)::
 
@@ -36,16 +37,21 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from course_utils.assets import ASSETS_DIR
-from course_utils.config import POSITIONAL_KINDS, PRESETS, get_config
+from course_utils.config import POSITIONAL_KINDS, PRESETS
 from course_utils.record_report import (  # noqa: F401  (notebook 12's helpers, re-exported)
     T4_PEAK_FLOPS,
     plot_run_beside,
     t4_estimate_minutes,
 )
+
+if TYPE_CHECKING:  # imported where used: reading records needs no training code
+    from course_utils.train import CommandRun
+    from course_utils.training import History
 
 SCHEMA_VERSION = 1
 RUNS_DIR = ASSETS_DIR / "runs"
@@ -143,12 +149,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def record_run(argv: list[str] | None = None) -> tuple[dict, Path]:
     """Train the preset named on the command line and write its record; return both."""
-    from course_utils.benchmark import flops_per_token, peak_bf16_flops
-    from course_utils.data import load_shakespeare, train_val_split
-    from course_utils.device import get_device, seed_everything
-    from course_utils.model import TinyDecoder
-    from course_utils.tokenization import CharTokenizer
-    from course_utils.training import train
+    from course_utils.device import get_device
+    from course_utils.train import prepare_run
     from course_utils.training.precision import describe_precision, device_precision
 
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -157,25 +159,53 @@ def record_run(argv: list[str] | None = None) -> tuple[dict, Path]:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     device = get_device(args.device)
-    text = load_shakespeare(args.max_chars)
-    tokenizer = CharTokenizer.from_text(text)
-    data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
-    train_data, val_data = train_val_split(data, 0.1)
-    overrides = {
-        "seed": args.seed,
-        "positional": args.positional,
-        "max_iters": args.max_iters,
-        "eval_iters": args.eval_iters,
-        "eval_interval": args.eval_interval,
-    }
-    overrides = {key: value for key, value in overrides.items() if value is not None}
-    overrides.update(_parse_settings(args.set))
-    model_config, train_config = get_config(args.config, tokenizer.vocab_size, **overrides)
-    precision = device_precision(device, train_config)
+    settings = _parse_settings(args.set)
+    run = prepare_run(args, device, max_chars=args.max_chars, settings=settings)
+    precision = device_precision(device, run.train_config)
     print(describe_precision(precision, device), flush=True)
-    seed_everything(train_config.seed)
-    model = TinyDecoder(model_config).to(device)
+    evaluations, history, step_seconds = _train_and_time(run)
+    samples = _samples(run.model, run.tokenizer, device, args.sample_chars)
+    record = {
+        "schema": SCHEMA_VERSION,
+        "config_name": args.config,
+        "command": shlex.join(["python", "-m", "course_utils.record", *argv]),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": describe_record_device(device),
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+        },
+        "precision": precision,
+        "seed": run.train_config.seed,
+        "model_config": asdict(run.model_config),
+        "train_config": asdict(run.train_config),
+        "parameters": run.model.num_parameters(),
+        "evaluations": evaluations,
+        "final": {
+            "train_loss": evaluations[-1]["train_loss"],
+            "val_loss": evaluations[-1]["val_loss"],
+            "eval_batches": run.train_config.eval_iters,
+        },
+        "timing": _timing(run, history, step_seconds, wall_started),
+        "samples": samples,
+    }
+    out = args.out or RUNS_DIR / f"{args.config}-{device_slug(device)}.json"
+    validate_run(record, str(out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return record, out
 
+
+def _train_and_time(run: CommandRun) -> tuple[list[dict], History, float]:
+    """Train the model of ``run``, printing each evaluation.
+
+    Returns:
+        ``(evaluations, history, seconds spent in training steps)``: the evaluations as the
+        record lists them, and the time of the steps alone (each evaluation's own time is
+        taken out; each ends with a read-back, so the device has finished its work when
+        the clock is read).
+    """
     evaluations: list[dict] = []
     eval_seconds = [0.0]
     train_started = time.perf_counter()
@@ -192,60 +222,27 @@ def record_run(argv: list[str] | None = None) -> tuple[dict, Path]:
         )
         print(f"step {info['step']:5d}: train {info['train']:.4f}, val {info['val']:.4f}")
 
-    history = train(
-        model,
-        train_data,
-        val_data,
-        train_config,
-        device,
-        compile=args.compile,
-        on_evaluation=on_evaluation,
-    )
-    steps = train_config.max_iters
-    # Steps only: the evaluations' own time is taken out (each ends with a read-back, so
-    # the device has finished its work when the clock is read).
-    step_seconds = history.seconds - eval_seconds[0]
+    history = run.train(on_evaluation=on_evaluation)
+    return evaluations, history, history.seconds - eval_seconds[0]
+
+
+def _timing(run: CommandRun, history: History, step_seconds: float, wall_started: float) -> dict:
+    """The record's ``timing``: time per step, tokens/s, FLOPs per token, MFU where the
+    GPU's peak is known, seconds in :func:`train` and since ``wall_started``."""
+    from course_utils.benchmark import flops_per_token, peak_bf16_flops
+
+    device = run.device
     tokens_per_s = history.tokens / step_seconds
-    flops = flops_per_token(model)
+    flops = flops_per_token(run.model)
     peak = peak_bf16_flops(torch.cuda.get_device_name(device))[0] if device.type == "cuda" else None
-    samples = _samples(model, tokenizer, device, args.sample_chars)
-    record = {
-        "schema": SCHEMA_VERSION,
-        "config_name": args.config,
-        "command": shlex.join(["python", "-m", "course_utils.record", *argv]),
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "device": describe_record_device(device),
-        "versions": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-        },
-        "precision": precision,
-        "seed": train_config.seed,
-        "model_config": asdict(model_config),
-        "train_config": asdict(train_config),
-        "parameters": model.num_parameters(),
-        "evaluations": evaluations,
-        "final": {
-            "train_loss": evaluations[-1]["train_loss"],
-            "val_loss": evaluations[-1]["val_loss"],
-            "eval_batches": train_config.eval_iters,
-        },
-        "timing": {
-            "ms_per_step": 1000.0 * step_seconds / steps,
-            "tokens_per_s": tokens_per_s,
-            "flops_per_token": flops,
-            "mfu": flops * tokens_per_s / peak if peak else None,
-            "train_s": history.seconds,
-            "wall_s": time.perf_counter() - wall_started,
-        },
-        "samples": samples,
+    return {
+        "ms_per_step": 1000.0 * step_seconds / run.train_config.max_iters,
+        "tokens_per_s": tokens_per_s,
+        "flops_per_token": flops,
+        "mfu": flops * tokens_per_s / peak if peak else None,
+        "train_s": history.seconds,
+        "wall_s": time.perf_counter() - wall_started,
     }
-    out = args.out or RUNS_DIR / f"{args.config}-{device_slug(device)}.json"
-    validate_run(record, str(out))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return record, out
 
 
 def _parse_settings(settings: list[str]) -> dict:

@@ -13,21 +13,28 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from course_utils.config import POSITIONAL_KINDS, PRESETS, get_config
+from course_utils.config import POSITIONAL_KINDS, PRESETS, ModelConfig, TrainConfig, get_config
 from course_utils.data import load_shakespeare, train_val_split
 from course_utils.device import describe_device, get_device, seed_everything
 from course_utils.model import TinyDecoder
 from course_utils.tokenization import CharTokenizer
 from course_utils.training import (
+    History,
     close_distributed,
     init_distributed,
     save_checkpoint,
     train,
 )
 from course_utils.training.precision import describe_precision, device_precision
+
+# The options that override a preset's field of the same name, where a command has them
+# (python -m course_utils.record has all of them; this command --max-iters and --positional).
+PRESET_OPTIONS = ("seed", "positional", "max_iters", "eval_iters", "eval_interval")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -69,6 +76,64 @@ def main(argv: list[str] | None = None) -> dict | None:
         close_distributed()
 
 
+@dataclass
+class CommandRun:
+    """What a training command (this one, and :mod:`course_utils.record`) builds from its
+    options: the corpus as character ids, the preset's configs, a freshly seeded model."""
+
+    args: argparse.Namespace
+    device: torch.device
+    tokenizer: CharTokenizer
+    train_data: torch.Tensor
+    val_data: torch.Tensor
+    model_config: ModelConfig
+    train_config: TrainConfig
+    model: TinyDecoder
+
+    def train(self, checkpoint_path: str | Path | None = None, on_evaluation=None) -> History:
+        """:func:`course_utils.training.train` with the options ``--compile`` and, where the
+        command has it, ``--resume``."""
+        return train(
+            self.model,
+            self.train_data,
+            self.val_data,
+            self.train_config,
+            self.device,
+            checkpoint_path,
+            resume=getattr(self.args, "resume", False),
+            compile=self.args.compile,
+            on_evaluation=on_evaluation,
+        )
+
+
+def prepare_run(
+    args: argparse.Namespace,
+    device: torch.device,
+    max_chars: int | None = None,
+    settings: dict | None = None,
+) -> CommandRun:
+    """Load Shakespeare (its first ``max_chars`` characters), split it 90/10, build the preset
+    ``args.config`` with the :data:`PRESET_OPTIONS` given and ``settings`` (any other
+    fields), seed, and build the model on ``device``.
+
+    Raises:
+        ValueError: an unknown preset or field, or a bad value (see :func:`get_config`).
+    """
+    text = load_shakespeare(max_chars)
+    tokenizer = CharTokenizer.from_text(text)
+    data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+    train_data, val_data = train_val_split(data, 0.1)
+    overrides = {name: getattr(args, name, None) for name in PRESET_OPTIONS}
+    overrides = {key: value for key, value in overrides.items() if value is not None}
+    overrides.update(settings or {})
+    model_config, train_config = get_config(args.config, tokenizer.vocab_size, **overrides)
+    seed_everything(train_config.seed)  # the same initial weights on every rank
+    model = TinyDecoder(model_config).to(device)
+    return CommandRun(
+        args, device, tokenizer, train_data, val_data, model_config, train_config, model
+    )
+
+
 def _run(
     args: argparse.Namespace,
     rank: int,
@@ -76,46 +141,20 @@ def _run(
     device: torch.device,
     wall_start: float,
 ) -> dict | None:
-    main_process = rank == 0
-    text = load_shakespeare()
-    tokenizer = CharTokenizer.from_text(text)
-    data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
-    train_data, val_data = train_val_split(data, 0.1)
-    overrides = {"max_iters": args.max_iters, "positional": args.positional}
-    overrides = {key: value for key, value in overrides.items() if value is not None}
-    model_config, train_config = get_config(args.config, tokenizer.vocab_size, **overrides)
-    seed_everything(train_config.seed)  # the same initial weights on every rank
-    model = TinyDecoder(model_config).to(device)
-    if main_process:
-        print(f"config {args.config}: {model_config}")
-        processes = f"; {world_size} processes (DDP)" if world_size > 1 else ""
-        print(
-            f"device {describe_device(device)}{processes}; {model.num_parameters():,} "
-            f"parameters; {len(train_data):,} train / {len(val_data):,} val characters"
-        )
-        print(describe_precision(device_precision(device, train_config), device))
+    """Train on every rank; on rank 0 also report, export, sample and summarise."""
+    run = prepare_run(args, device)
+    if rank == 0:
+        _print_setup(run, world_size)
     checkpoint = args.checkpoint or f"checkpoints/{args.config}.pt"
-    history = train(
-        model,
-        train_data,
-        val_data,
-        train_config,
-        device,
-        checkpoint,
-        resume=args.resume,
-        compile=args.compile,
-    )
-    if not main_process:
+    history = run.train(checkpoint)
+    if rank != 0:
         return None
     for step, train_loss, val_loss in zip(history.step, history.train_loss, history.val_loss):
         print(f"step {step:5d}: train {train_loss:.4f}, val {val_loss:.4f}")
     if args.export:
-        save_checkpoint(args.export, model, None, history.step[-1], train_config, history)
+        save_checkpoint(args.export, run.model, None, history.step[-1], run.train_config, history)
         print(f"weights exported to {args.export}")
-    prompt = torch.tensor([tokenizer.encode("\n")], device=device)
-    generator = torch.Generator(device=device).manual_seed(0)
-    sample = model.generate(prompt, args.samples, temperature=0.8, top_k=20, generator=generator)
-    print("--- sample ---\n" + tokenizer.decode(sample[0].tolist()) + "\n--------------")
+    _print_sample(run, args.samples)
     summary = {
         "config": args.config,
         "processes": world_size,
@@ -131,6 +170,25 @@ def _run(
         f"wall {summary['wall_seconds']:.1f} s; checkpoint {checkpoint}"
     )
     return summary
+
+
+def _print_setup(run: CommandRun, world_size: int) -> None:
+    """The preset, the device, the model's size, the data and the precision."""
+    print(f"config {run.args.config}: {run.model_config}")
+    processes = f"; {world_size} processes (DDP)" if world_size > 1 else ""
+    print(
+        f"device {describe_device(run.device)}{processes}; {run.model.num_parameters():,} "
+        f"parameters; {len(run.train_data):,} train / {len(run.val_data):,} val characters"
+    )
+    print(describe_precision(device_precision(run.device, run.train_config), run.device))
+
+
+def _print_sample(run: CommandRun, characters: int) -> None:
+    """Text sampled after a newline (seed 0, temperature 0.8, top-k 20)."""
+    prompt = torch.tensor([run.tokenizer.encode("\n")], device=run.device)
+    generator = torch.Generator(device=run.device).manual_seed(0)
+    sample = run.model.generate(prompt, characters, temperature=0.8, top_k=20, generator=generator)
+    print("--- sample ---\n" + run.tokenizer.decode(sample[0].tolist()) + "\n--------------")
 
 
 if __name__ == "__main__":

@@ -351,7 +351,7 @@ def test_a_variant_that_fails_is_reported_not_fatal(monkeypatch):
             raise RuntimeError("CUDA out of memory (pretend)")
         return 0.5, 3.0, 2**30, None
 
-    monkeypatch.setattr(benchmark, "_measure_variant", measure)
+    monkeypatch.setattr(benchmark, "measure_variant", measure)
     results = benchmark.benchmark_training("cpu", timed_steps=4, repeats=2)
     teaching, fast, peer = results["rows"]
     assert teaching["tokens_per_second"] is None and "out of memory" in teaching["error"]
@@ -370,7 +370,7 @@ def test_the_time_budget_stops_further_rounds(monkeypatch):
         calls.append(variant)
         return 0.5, 3.0, 2**30, None
 
-    monkeypatch.setattr(benchmark, "_measure_variant", measure)
+    monkeypatch.setattr(benchmark, "measure_variant", measure)
     results = benchmark.benchmark_training("cpu", timed_steps=1, repeats=3, time_budget=0)
     assert len(calls) == 3  # one round of the three variants, then the budget is spent
     assert results["repeats"] == 1 and results["repeats_requested"] == 3

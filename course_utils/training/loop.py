@@ -181,54 +181,38 @@ def train(
     train_data, val_data, device = check_training_inputs(  # bad data fail before any step
         model, train_data, val_data, config, device, checkpoint_path, max_steps
     )
-    rank, world_size = distributed_rank_and_size()
-    if device.type == "cuda":
-        enable_tf32()
-    block_size = model.config.block_size
-    optimizer = make_optimizer(model, config)
-    scaler = make_grad_scaler(device, device_precision(device, config))  # None unless fp16
-    batches = DeviceBatches(
-        train_data, block_size, config.batch_size, device, config.seed, rank, world_size
-    )
-    history, start = History(), 0
+    run = _Run(model, train_data, val_data, config, device, checkpoint_path)
     if resume:
-        if checkpoint_path is None:
-            raise ValueError("resume=True needs a checkpoint_path")
-        start, history = _restore(checkpoint_path, model, optimizer, batches, config, device)
-    elif world_size > 1:
-        torch.manual_seed(config.seed + rank)  # dropout: a different stream on each rank
-    step_model = wrap_for_ddp(step_model, device)
+        start, history = _restore(
+            checkpoint_path, model, run.optimizer, run.batches, config, device
+        )
+    else:
+        start, history = 0, History()
+        if run.world_size > 1:
+            torch.manual_seed(config.seed + run.rank)  # dropout: a different stream on each rank
+    run.step_model = wrap_for_ddp(step_model, device)
     if compile:
-        step_model = torch.compile(step_model)
+        run.step_model = torch.compile(run.step_model)
     stop = config.max_iters if max_steps is None else min(max_steps, config.max_iters)
-    run = _Run(step_model, model, optimizer, batches, config, device, checkpoint_path)
-    run.splits = {"train": batches.data, "val": val_data.to(device)}  # on the device, once
-    tokens_per_step = config.batch_size * block_size * world_size
     model.train()
     run.started = time.perf_counter()
-    bar = progress_bar(range(start, stop), enabled=progress and rank == 0)
+    bar = progress_bar(range(start, stop), enabled=progress and run.rank == 0)
     with trusted_token_ids():  # ids checked once above: no read-back per step
         for step in bar:
-            x, y = batches.sample()
+            x, y = run.batches.sample()
+            lr = learning_rate_at(step, config)
             loss = training_step(
-                step_model,
-                optimizer,
-                x,
-                y,
-                learning_rate_at(step, config),
-                config,
-                device,
-                scaler=scaler,
+                run.step_model, run.optimizer, x, y, lr, config, device, scaler=run.scaler
             )
             run.pending.append(loss)
-            history.tokens += tokens_per_step
+            history.tokens += run.tokens_per_step
             done = step + 1
             if done % config.eval_interval == 0 or done == config.max_iters:
                 losses = run.evaluate(history, done)
                 bar.set_postfix(train=f"{losses['train']:.3f}", val=f"{losses['val']:.3f}")
                 if on_evaluation is not None:
                     on_evaluation({"step": done, **losses, "eval_seconds": run.eval_seconds})
-    _flush_losses(run.pending, history, world_size)
+    _flush_losses(run.pending, history, run.world_size)
     if checkpoint_path is not None and stop > start and run.saved_step != stop:
         run.save(history, stop)  # a partial run (max_steps) keeps every step it trained
     bar.close()
@@ -237,7 +221,7 @@ def train(
 
 
 def _restore(
-    checkpoint_path: str | Path,
+    checkpoint_path: str | Path | None,
     model: TinyDecoder,
     optimizer: torch.optim.Optimizer,
     batches: DeviceBatches,
@@ -245,6 +229,8 @@ def _restore(
     device: torch.device,
 ) -> tuple[int, History]:
     """Load weights, optimizer, history and every random state; return ``(step, history)``."""
+    if checkpoint_path is None:
+        raise ValueError("resume=True needs a checkpoint_path")
     rank, world_size = distributed_rank_and_size()
     state = load_checkpoint(checkpoint_path, model, optimizer)
     start = state["step"]
@@ -269,14 +255,25 @@ def _restore(
 
 
 class _Run:
-    """What :func:`train` needs at an evaluation: the models, the data, where to save."""
+    """What one call of :func:`train` sets up (optimizer, grad scaler, batches, both splits
+    on the device) and does at an evaluation (record the losses, write the checkpoint)."""
 
-    def __init__(self, step_model, model, optimizer, batches, config, device, checkpoint_path):
-        self.step_model, self.model, self.optimizer = step_model, model, optimizer
-        self.batches, self.config, self.device = batches, config, device
-        self.checkpoint_path = checkpoint_path
+    def __init__(self, model, train_data, val_data, config, device, checkpoint_path):
         self.rank, self.world_size = distributed_rank_and_size()
-        self.splits: dict[str, torch.Tensor] = {}
+        if device.type == "cuda":
+            enable_tf32()
+        self.model, self.config, self.device = model, config, device
+        self.step_model: torch.nn.Module = model  # train() wraps it (DDP, torch.compile)
+        self.checkpoint_path = checkpoint_path
+        self.optimizer = make_optimizer(model, config)
+        self.scaler = make_grad_scaler(device, device_precision(device, config))  # None unless fp16
+        block_size, rank, world_size = model.config.block_size, self.rank, self.world_size
+        self.batches = DeviceBatches(
+            train_data, block_size, config.batch_size, device, config.seed, rank, world_size
+        )
+        # Both splits on the device, once: evaluation samples there too.
+        self.splits = {"train": self.batches.data, "val": val_data.to(device)}
+        self.tokens_per_step = config.batch_size * block_size * self.world_size
         self.pending: list[torch.Tensor] = []  # per-step losses, still on the device
         self.started = 0.0
         self.saved_step: int | None = None
