@@ -57,7 +57,7 @@ SCHEMA_VERSION = 1
 RUNS_DIR = ASSETS_DIR / "runs"
 # Sampling after training: fixed prompts and seeds, so a re-run on the same machine
 # writes the same text.
-SAMPLE_PROMPTS = ("\n", "ROMEO:")
+SAMPLE_PROMPTS = ("\n", "Romeo.\n")  # this edition names its speakers "Romeo."
 SAMPLE_TEMPERATURE, SAMPLE_TOP_K = 0.8, 20
 
 _KEYS = {
