@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePath
 
 REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
 ASSETS_DIR = REPOSITORY_ROOT / "assets"
@@ -23,9 +23,15 @@ def asset_path(relative: str | Path) -> Path:
         The absolute path of an existing file or folder.
 
     Raises:
+        TypeError: ``relative`` is not a str or Path.
         FileNotFoundError: the file is not there; the message names the path looked at and
             the command that writes it.
     """
+    if not isinstance(relative, str | PurePath):
+        raise TypeError(
+            f"relative must be a path inside assets/ as a str or Path, got "
+            f'{type(relative).__name__}; e.g. asset_path("runs/cpu-cpu.json")'
+        )
     path = ASSETS_DIR / relative
     if not path.exists():
         raise FileNotFoundError(

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.checks import check_int
+from course_utils.checks import as_number, check_bool, check_int, check_tensor
 from course_utils.masks import (  # noqa: F401  (re-exported: notebooks import them from here)
     causal_mask,
     check_key_padding_mask,
@@ -33,8 +33,10 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     positions and channels (a classic bug).
 
     Raises:
+        TypeError: ``x`` is not a tensor, or ``n_heads`` is not an int.
         ValueError: ``x`` is not 3-D, or ``C`` is not divisible by ``n_heads``.
     """
+    check_tensor(x, "x", "(B, T, C)")
     if x.ndim != 3:
         raise ValueError(f"expected x of shape (B, T, C), got {x.ndim}-D shape {tuple(x.shape)}")
     batch, time, channels = x.shape
@@ -53,8 +55,10 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     ``transpose`` makes the tensor non-contiguous, so ``contiguous()`` is needed before ``view``.
 
     Raises:
+        TypeError: ``x`` is not a tensor.
         ValueError: ``x`` is not 4-D.
     """
+    check_tensor(x, "x", "(B, h, T, d_k)")
     if x.ndim != 4:
         raise ValueError(
             f"expected x of shape (B, h, T, d_k), got {x.ndim}-D shape {tuple(x.shape)}"
@@ -65,41 +69,41 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     )  # (B,h,T,d_k)->(B,T,C)
 
 
-def check_input_dtype(x: torch.Tensor, weight: torch.Tensor) -> None:
-    """Raise a clear error unless ``x`` is float with the dtype of ``weight`` (under autocast,
-    any float dtype: autocast converts it).
+def check_input_dtype(x: torch.Tensor, weight: torch.Tensor, name: str = "x") -> None:
+    """Raise a clear error unless ``x`` is a float tensor with the dtype of ``weight`` (under
+    autocast, any float dtype: autocast converts it).
 
     Raises:
-        TypeError: ``x`` is not a float tensor, or its dtype differs from the weights'.
+        TypeError: ``x`` is not a tensor (a numpy array, a list), not a float tensor, or its
+            dtype differs from the weights'.
     """
+    check_tensor(x, name, "float (B, T, C)")
     if not x.dtype.is_floating_point:
         raise TypeError(
-            f"expected float vectors (B, T, C), got dtype {x.dtype}; token ids go through "
-            "the embedding first"
+            f"{name} must hold float vectors (B, T, C), got dtype {x.dtype}; token ids go "
+            "through the embedding first"
         )
     if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):
         raise TypeError(
-            f"x has dtype {x.dtype} but the weights are {weight.dtype}; convert one of them, "
-            f"e.g. x.to({weight.dtype})"
+            f"{name} has dtype {x.dtype} but the weights are {weight.dtype}; convert one of "
+            f"them, e.g. {name}.to({weight.dtype})"
         )
 
 
-def check_dropout_p(dropout_p: float, name: str = "dropout_p") -> None:
-    """Raise unless ``dropout_p`` is a probability in ``[0, 1)``.
+def check_dropout_p(dropout_p: float, name: str = "dropout_p") -> float:
+    """``dropout_p`` as a float, if it is a probability in ``[0, 1)`` (numpy floats too).
 
     Raises:
-        TypeError: not a real number (a bool or a tensor included).
+        TypeError: not a real number (a bool, a string or a tensor of several values).
         ValueError: outside ``[0, 1)``, or NaN.
     """
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
-        raise TypeError(
-            f"{name} must be a float in [0, 1), got {dropout_p!r} ({type(dropout_p).__name__})"
-        )
+    dropout_p = as_number(dropout_p, name)
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(
             f"{name} must be a probability in [0, 1), got {dropout_p}; use e.g. 0.1 "
             "(and 0.0 at evaluation)"
         )
+    return dropout_p
 
 
 def _check_qkv(q: object, k: object, v: object) -> None:
@@ -165,7 +169,7 @@ def scaled_dot_product_attention(
         TypeError: a non-tensor or non-float input, or a non-bool mask (uint8 included).
     """
     _check_qkv(q, k, v)
-    check_dropout_p(dropout_p)
+    dropout_p = check_dropout_p(dropout_p)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, T_k)
     mask = combine_masks(mask, key_padding_mask, tuple(scores.shape))
     if mask is not None:
@@ -200,8 +204,11 @@ class MultiHeadAttention(nn.Module):
         x ``(B, T, C)`` -> ``(B, T, C)``. ``mask``: bool, broadcastable to ``(B, h, T, T)``.
 
     Raises:
-        ValueError: d_model not divisible by n_heads; x not ``(B, T, d_model)``; bad mask shape.
-        TypeError: a non-bool mask; x not float, or not the weights' dtype (outside autocast).
+        ValueError: a size below 1, d_model not divisible by n_heads, dropout outside
+            ``[0, 1)``; x not ``(B, T, d_model)``; bad mask shape.
+        TypeError: a size that is not an int (``24.0``), a dropout that is not a number, a
+            non-bool ``bias``; a non-bool mask; x not float, or not the weights' dtype
+            (outside autocast).
     """
 
     def __init__(
@@ -214,7 +221,12 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         d_model, n_heads = check_int(d_model, "d_model", minimum=1), check_int(n_heads, "n_heads")
-        check_dropout_p(dropout, "dropout")
+        dropout = check_dropout_p(dropout, "dropout")
+        bias = check_bool(bias, "bias")
+        if rotary_max_len is not None:
+            rotary_max_len = check_int(
+                rotary_max_len, "rotary_max_len", minimum=1, why="the longest sequence, or None"
+            )
         if n_heads <= 0 or d_model % n_heads:
             raise ValueError(
                 f"d_model={d_model} must be divisible by n_heads={n_heads} (d_k = d_model / "
@@ -251,13 +263,14 @@ class MultiHeadAttention(nn.Module):
 
         Raises:
             ValueError: bad shapes, an inverted or ambiguous mask (see :mod:`course_utils.masks`).
-            TypeError: a non-bool mask; x not float, or not the weights' dtype.
+            TypeError: a non-bool mask; x not float, or not the weights' dtype; ``is_causal``
+                or ``need_weights`` not a bool (``"False"`` would be true).
         """
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(
-                f"x must be a float tensor (B, T, d_model={self.d_model}), got "
-                f"{type(x).__name__}; token ids go through the embedding first"
-            )
+        check_tensor(x, "x", f"float (B, T, d_model={self.d_model})")
+        is_causal, need_weights = (
+            check_bool(is_causal, "is_causal"),
+            check_bool(need_weights, "need_weights"),
+        )
         if x.ndim != 3 or x.shape[-1] != self.d_model:
             raise ValueError(
                 f"expected x of shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
@@ -325,10 +338,15 @@ def position_influence(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tens
         ``(T_out, T_in)`` float tensor of non-negative values.
 
     Raises:
-        TypeError: ``x`` is not a float tensor.
+        TypeError: ``fn`` is not callable, or ``x`` is not a float tensor.
         ValueError: ``x`` or the output has fewer than 2 axes, or the output's batch size
             differs from the input's.
     """
+    if not callable(fn):
+        raise TypeError(
+            f"fn must be a function or module mapping x to an output, got {type(fn).__name__}; "
+            "pass the module itself (e.g. block), not its output block(x)"
+        )
     if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
         found = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
         raise TypeError(f"x must be a float tensor (B, T, ...), got {found}")

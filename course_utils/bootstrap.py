@@ -89,7 +89,12 @@ def user_cache_dir(name: str = "") -> Path:
 
     Returns:
         The folder, which exists and is writable.
+
+    Raises:
+        TypeError: ``name`` is not a str.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str (a sub-folder name), got {type(name).__name__}")
     candidates = []
     if os.environ.get("XDG_CACHE_HOME"):
         candidates.append(Path(os.environ["XDG_CACHE_HOME"]) / APP_NAME)

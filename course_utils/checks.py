@@ -2,6 +2,11 @@
 the argument's name, what was expected, what was given, and the fix.
 
 * :func:`check_int` / :func:`check_float` / :func:`check_choice`: counts, sizes, rates, names.
+  :func:`as_number` is the type half of :func:`check_float`, for callers that word the range
+  themselves. Integer and float scalars of numpy and one-element tensors count as numbers.
+* :func:`check_bool`: a flag (``True`` / ``False``; a string such as ``"no"`` is refused).
+* :func:`check_instance` / :func:`check_tensor`: an object of the expected class, e.g. a
+  ``TrainConfig`` where a ``ModelConfig`` was passed, or a tensor where a numpy array was.
 * :func:`check_text`: a ``str`` (``bytes`` is refused with the ``.decode("utf-8")`` fix).
 * :func:`as_id_tensor`: token ids as an int64 tensor. Any integer dtype (``uint8``, ``uint16``
   from nanoGPT-style ``.bin`` memmaps, ``int32``, numpy arrays, Python lists) is converted to
@@ -37,7 +42,7 @@ def check_int(
         value = value.item() if value.dtype != torch.bool else value
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         is_number = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
-        fix = f"; pass int({value!r})" if is_number else ""
+        fix = f"; pass int({value!r})" if is_number or _is_numeric_text(value) else ""
         raise TypeError(f"{name} must be an int, got {_describe(value)}{fix}")
     value = int(value)
     reason = f" ({why})" if why else ""
@@ -63,11 +68,7 @@ def check_float(
         TypeError: not a real number (bools, strings, tensors of more than one value).
         ValueError: NaN, infinite where a bound is set, or outside the range.
     """
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool:
-        value = value.item()
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {_describe(value)}")
-    value = float(value)
+    value = as_number(value, name)
     left = "(" if low_open else "["
     right = ")" if high_open else "]"
     lower = "-inf" if low is None else f"{low:g}"
@@ -79,6 +80,86 @@ def check_float(
     if math.isnan(value) or too_low or too_high:
         raise ValueError(f"{name} must be in {interval}{reason}, got {value}")
     return value
+
+
+def as_number(value: object, name: str) -> float:
+    """Return ``value`` as a ``float`` if it is a real number (ints, numpy scalars and
+    one-element tensors too); NaN and infinities pass: the caller words the range.
+
+    Raises:
+        TypeError: not a real number (bools, strings, tensors of more than one value).
+    """
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool:
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        fix = f"; pass float({value!r})" if _is_numeric_text(value) else ""
+        raise TypeError(f"{name} must be a number, got {_describe(value)}{fix}")
+    return float(value)
+
+
+def _is_numeric_text(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def check_bool(value: object, name: str) -> bool:
+    """Return ``value`` if it is ``True`` or ``False`` (a numpy bool too).
+
+    A string such as ``"no"`` or a number would be truthy or falsy without saying so.
+
+    Raises:
+        TypeError: anything else.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {_describe(value)}")
+
+
+def check_instance(value: object, name: str, expected: type | tuple, fix: str = "") -> object:
+    """Return ``value`` if it is an instance of ``expected``.
+
+    Raises:
+        TypeError: another type; the message names both classes and ``fix``.
+    """
+    if isinstance(value, expected):
+        return value
+    classes = expected if isinstance(expected, tuple) else (expected,)
+    wanted = " or ".join(_TORCH_NAMES.get(c, c.__name__) for c in classes)
+    article = "an" if wanted[0].lower() in "aeiou" else "a"
+    raise TypeError(
+        f"{name} must be {article} {wanted}, got {type(value).__name__}"
+        + (f"; {fix}" if fix else "")
+    )
+
+
+#: How messages name torch's classes (their __name__ alone, "Module", says little).
+_TORCH_NAMES = {
+    torch.nn.Module: "torch.nn.Module",
+    torch.optim.Optimizer: "torch.optim.Optimizer",
+    torch.Generator: "torch.Generator",
+    torch.Tensor: "torch.Tensor",
+}
+
+
+def check_tensor(value: object, name: str, what: str = "") -> torch.Tensor:
+    """Return ``value`` if it is a ``torch.Tensor``; ``what`` describes it, e.g. ``"float
+    (B, T, C)"``.
+
+    Raises:
+        TypeError: a numpy array, a list or anything else, with the conversion.
+    """
+    if isinstance(value, torch.Tensor):
+        return value
+    described = f"a {what} torch.Tensor" if what else "a torch.Tensor"
+    raise TypeError(
+        f"{name} must be {described}, got {type(value).__name__}; convert it with "
+        f"torch.as_tensor({name})"
+    )
 
 
 def check_choice(value: object, name: str, choices: tuple) -> object:
@@ -139,6 +220,8 @@ def as_id_tensor(ids: object, name: str = "ids") -> torch.Tensor:
                 f"{name} must be token ids (a tensor, numpy array or list of ints), got "
                 f"{type(ids).__name__}: {error}"
             ) from None
+        if ids.numel() == 0:
+            ids = ids.long()  # an empty list has no dtype of its own: torch would say float
     if ids.dtype == torch.bool or ids.dtype.is_floating_point or ids.dtype.is_complex:
         raise TypeError(
             f"{name} must hold integer token ids, got dtype {ids.dtype}; convert whole-number "
@@ -184,17 +267,39 @@ def as_id_list(ids: object, vocab_size: int, name: str = "ids") -> list[int]:
 
 
 def as_device(device: object, name: str = "device") -> torch.device:
-    """``device`` as a ``torch.device``.
+    """``device`` as a ``torch.device``, one that this machine has.
 
     Raises:
         ValueError: not a device name PyTorch knows (e.g. ``"gpu"``: use ``"cuda"``).
+        RuntimeError: a CUDA or MPS device that this machine does not have (PyTorch would
+            fail later, deep inside a copy or a load, with a message about drivers).
     """
-    if isinstance(device, torch.device):
-        return device
-    try:
-        return torch.device(device)
-    except (RuntimeError, TypeError) as error:
-        raise ValueError(
-            f"{name} must be a torch.device or a name such as 'cpu', 'cuda', 'cuda:0' or 'mps', "
-            f"got {device!r} ({error}); course_utils.device.get_device() picks the best one"
-        ) from None
+    if not isinstance(device, torch.device):
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError) as error:
+            raise ValueError(
+                f"{name} must be a torch.device or a name such as 'cpu', 'cuda', 'cuda:0' or "
+                f"'mps', got {device!r} ({error}); course_utils.device.get_device() picks the "
+                "best one"
+            ) from None
+    _check_available(device, name)
+    return device
+
+
+def _check_available(device: torch.device, name: str) -> None:
+    """RuntimeError for a CUDA or MPS device this machine does not have."""
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (device.index is not None and device.index >= count):
+            raise RuntimeError(
+                f"{name}={str(device)!r} was requested but this machine has {count} CUDA "
+                "device(s); use 'cpu', or course_utils.device.get_device() to pick what is here"
+            )
+    elif device.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise RuntimeError(
+                f"{name}={str(device)!r} was requested but MPS (Apple's GPU) is not available "
+                "here; use 'cpu', or course_utils.device.get_device() to pick what is here"
+            )

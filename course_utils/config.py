@@ -11,7 +11,8 @@ from course_utils.checks import check_choice, check_float, check_int
 POSITIONAL_KINDS = ("sinusoidal", "learned", "rope")
 #: What ``TrainConfig.autocast_dtype`` may ask for (see :mod:`course_utils.training.precision`).
 AUTOCAST_DTYPES = ("float32", "bfloat16", "float16")
-#: Warm-up steps by default (also accepted when a short run has max_iters <= 100).
+#: Warm-up steps by default, and in every preset. A run too short to finish it
+#: (``max_iters <= 100``) warms up over ``max_iters // 10`` steps instead; see TrainConfig.
 DEFAULT_WARMUP_ITERS = 100
 
 
@@ -88,7 +89,13 @@ class TrainConfig:
         max_iters: optimizer steps.
         learning_rate: peak learning rate, reached after ``warmup_iters``.
         min_lr: learning rate at the end of the cosine decay.
-        warmup_iters: linear warm-up steps.
+        warmup_iters: linear warm-up steps, always ``< max_iters`` after construction. The
+            default, 100 (also the presets' value), is shortened to ``max_iters // 10`` when
+            the run has at most 100 steps, so that a short run (``max_iters=40``, or
+            ``get_config("cpu", V, max_iters=3)``) also reaches ``learning_rate`` and decays
+            instead of ending in the middle of its warm-up. Any other value that is not
+            ``< max_iters`` is refused. (``dataclasses.replace(short, max_iters=5000)`` keeps
+            the shortened value: pass ``warmup_iters=100`` again with it.)
         weight_decay: AdamW decay on matrices (not on biases, norms or positions).
         beta2: AdamW's second-moment decay (0.99 suits small batches).
         grad_clip: clip the global gradient norm to this (0 disables).
@@ -104,8 +111,9 @@ class TrainConfig:
             a number.
         ValueError: a count below 1; ``learning_rate <= 0`` or infinite; ``min_lr`` outside
             ``[0, learning_rate]``; ``warmup_iters < 0``, or ``>= max_iters`` (except the
-            default 100); ``weight_decay`` or ``grad_clip`` negative or infinite; ``beta2``
-            outside ``[0, 1)``; NaN anywhere; ``autocast_dtype`` unknown; ``seed < 0``.
+            default 100, which is shortened); ``weight_decay`` or ``grad_clip`` negative or
+            infinite; ``beta2`` outside ``[0, 1)``; NaN anywhere; ``autocast_dtype`` unknown;
+            ``seed < 0``.
     """
 
     batch_size: int
@@ -154,15 +162,21 @@ class TrainConfig:
         self.seed = check_int(self.seed, "seed", minimum=0, maximum=2**63 - 1)
 
     def _check_warmup(self) -> None:
-        """warmup_iters: an int >= 0, and < max_iters unless it is the default 100 (kept for
-        short demo runs, whose warm-up then does not finish)."""
+        """warmup_iters: an int in ``[0, max_iters)``. The default (100) is the one value that
+        is adapted rather than refused: a run of at most 100 steps warms up over
+        ``max_iters // 10`` steps (0 for fewer than 10), the proportion the error below
+        suggests for any other value."""
         self.warmup_iters = check_int(self.warmup_iters, "warmup_iters", minimum=0)
-        if self.warmup_iters >= self.max_iters and self.warmup_iters != DEFAULT_WARMUP_ITERS:
-            raise ValueError(
-                f"warmup_iters must be < max_iters={self.max_iters}, got {self.warmup_iters}: "
-                "the learning rate would never reach learning_rate nor decay; use e.g. "
-                f"warmup_iters={self.max_iters // 10}"
-            )
+        if self.warmup_iters < self.max_iters:
+            return
+        if self.warmup_iters == DEFAULT_WARMUP_ITERS:
+            self.warmup_iters = self.max_iters // 10
+            return
+        raise ValueError(
+            f"warmup_iters must be < max_iters={self.max_iters}, got {self.warmup_iters}: "
+            "the learning rate would never reach learning_rate nor decay; use e.g. "
+            f"warmup_iters={self.max_iters // 10}"
+        )
 
 
 # Named presets for character-level Shakespeare. `vocab_size` comes from the data.

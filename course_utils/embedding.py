@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from course_utils.checks import check_int
+from course_utils.checks import check_bool, check_int
 
 _trusted_depth = 0
 
@@ -121,15 +121,16 @@ class TokenEmbedding(nn.Module):
 
     Raises:
         TypeError / ValueError: from :func:`check_token_ids` on bad ids (floats, bools, ids
-            outside ``[0, vocab_size)``); a size that is not a positive int.
+            outside ``[0, vocab_size)``); a size that is not a positive int; a ``scale`` that
+            is not a bool.
     """
 
     def __init__(self, vocab_size: int, d_model: int, scale: bool = True):
         super().__init__()
         self.vocab_size = check_int(vocab_size, "vocab_size", minimum=1)
         self.d_model = check_int(d_model, "d_model", minimum=1)
-        self.scale = math.sqrt(d_model) if scale else 1.0
-        self.weight = nn.Parameter(torch.empty(vocab_size, d_model))
+        self.scale = math.sqrt(self.d_model) if check_bool(scale, "scale") else 1.0
+        self.weight = nn.Parameter(torch.empty(self.vocab_size, self.d_model))
         nn.init.normal_(self.weight, mean=0.0, std=0.02)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:

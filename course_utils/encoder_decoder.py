@@ -21,27 +21,42 @@ from torch import nn
 
 from course_utils.attention import (
     MultiHeadAttention,
+    check_dropout_p,
     check_input_dtype,
     merge_heads,
     scaled_dot_product_attention,
     split_heads,
 )
-from course_utils.embedding import TokenEmbedding, check_token_ids
+from course_utils.checks import as_id_tensor, check_bool, check_choice, check_instance, check_int
+from course_utils.embedding import TokenEmbedding, as_token_ids, check_token_ids
 from course_utils.layers import FeedForward, LayerNorm
+from course_utils.masks import check_key_padding_mask
 from course_utils.positional import SinusoidalPositionalEncoding
+
+ACTIVATIONS = ("relu", "gelu")
 
 
 def _key_mask(key_padding_mask: torch.Tensor | None, batch: int, t_k: int) -> torch.Tensor | None:
-    """``(B, T_k)`` bool, True = real -> ``(B, 1, 1, T_k)``, broadcast over heads and queries."""
+    """``(B, T_k)`` bool, True = real -> ``(B, 1, 1, T_k)``, broadcast over heads and queries.
+
+    Checked by :func:`course_utils.masks.check_key_padding_mask`: bool, shape ``(B, T_k)``,
+    and not inverted (a sequence with no real token, or key 0 hidden everywhere, is refused).
+    """
     if key_padding_mask is None:
         return None
-    if key_padding_mask.dtype != torch.bool or key_padding_mask.shape != (batch, t_k):
-        raise ValueError(
-            f"key_padding_mask must be bool of shape (B={batch}, T_k={t_k}) with True = a real "
-            f"token, got {key_padding_mask.dtype} {tuple(key_padding_mask.shape)}; "
-            "build it with ids != pad_id"
-        )
+    check_key_padding_mask(key_padding_mask, batch, t_k)
     return key_padding_mask[:, None, None, :]  # (B, T_k) -> (B, 1, 1, T_k)
+
+
+def _check_block_sizes(d_model, n_heads, d_ff, dropout, activation) -> tuple:
+    """The arguments of the encoder and decoder blocks, checked with their own names."""
+    return (
+        check_int(d_model, "d_model", minimum=1),
+        check_int(n_heads, "n_heads", minimum=1),
+        check_int(d_ff, "d_ff", minimum=1, why="the hidden width, 4 * d_model in the paper"),
+        check_dropout_p(dropout, "dropout"),
+        check_choice(activation, "activation", ACTIVATIONS),
+    )
 
 
 class CrossAttention(MultiHeadAttention):
@@ -59,8 +74,9 @@ class CrossAttention(MultiHeadAttention):
 
     Raises:
         ValueError: x or memory not ``(B, T, d_model)``, different batch sizes, or a bad
-            ``memory_key_padding_mask``.
-        TypeError: from :func:`check_input_dtype`.
+            ``memory_key_padding_mask`` (wrong shape, inverted).
+        TypeError: x or memory not a float tensor of the weights' dtype; a mask that is not
+            bool.
     """
 
     def forward(  # type: ignore[override]
@@ -70,13 +86,14 @@ class CrossAttention(MultiHeadAttention):
         memory_key_padding_mask: torch.Tensor | None = None,
         need_weights: bool = False,
     ) -> torch.Tensor:
+        need_weights = check_bool(need_weights, "need_weights")
         for name, tensor in (("x", x), ("memory", memory)):
+            check_input_dtype(tensor, self.w_q.weight, name)
             if tensor.ndim != 3 or tensor.shape[-1] != self.d_model:
                 raise ValueError(
                     f"expected {name} of shape (B, T, d_model={self.d_model}), "
                     f"got {tuple(tensor.shape)}"
                 )
-            check_input_dtype(tensor, self.w_q.weight)
         if x.shape[0] != memory.shape[0]:
             raise ValueError(
                 f"x and memory must have the same batch size, got {x.shape[0]} and "
@@ -104,13 +121,19 @@ class EncoderBlock(nn.Module):
     Shapes: ``(B, T_src, C)`` -> ``(B, T_src, C)``; ``key_padding_mask`` ``(B, T_src)`` bool.
 
     Raises:
-        ValueError: from :class:`MultiHeadAttention`, or a bad ``key_padding_mask``.
+        TypeError: a size that is not an int, a dropout that is not a number; a mask that
+            is not bool.
+        ValueError: a size below 1, dropout outside ``[0, 1)``, unknown activation; bad x,
+            or a bad or inverted ``key_padding_mask``.
     """
 
     def __init__(
         self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, activation="relu"
     ):
         super().__init__()
+        d_model, n_heads, d_ff, dropout, activation = _check_block_sizes(
+            d_model, n_heads, d_ff, dropout, activation
+        )
         self.ln_1 = LayerNorm(d_model)
         self.attention = MultiHeadAttention(d_model, n_heads, dropout=dropout)
         self.ln_2 = LayerNorm(d_model)
@@ -122,6 +145,7 @@ class EncoderBlock(nn.Module):
         key_padding_mask: torch.Tensor | None = None,
         need_weights: bool = False,
     ) -> torch.Tensor:
+        check_input_dtype(x, self.ln_1.weight)
         mask = _key_mask(key_padding_mask, x.shape[0], x.shape[1])
         x = x + self.attention(self.ln_1(x), mask=mask, need_weights=need_weights)
         return x + self.feed_forward(self.ln_2(x))
@@ -138,13 +162,17 @@ class CrossDecoderBlock(nn.Module):
     Shapes: y ``(B, T_tgt, C)``, memory ``(B, T_src, C)`` -> ``(B, T_tgt, C)``.
 
     Raises:
-        ValueError: from the attention modules (bad shapes or masks).
+        TypeError, ValueError: bad sizes, as :class:`EncoderBlock`; bad shapes or masks, from
+            the attention modules.
     """
 
     def __init__(
         self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, activation="relu"
     ):
         super().__init__()
+        d_model, n_heads, d_ff, dropout, activation = _check_block_sizes(
+            d_model, n_heads, d_ff, dropout, activation
+        )
         self.ln_1 = LayerNorm(d_model)
         self.self_attention = MultiHeadAttention(d_model, n_heads, dropout=dropout)
         self.ln_2 = LayerNorm(d_model)
@@ -181,8 +209,11 @@ class EncoderDecoderConfig:
         pad_id: the padding id of both sides.
 
     Raises:
-        ValueError: a size is not positive, d_model not divisible by n_heads or odd, or
-            shared embeddings with two vocabulary sizes.
+        TypeError: a size or ``pad_id`` that is not an int (``24.0``, ``1e3``), a dropout
+            that is not a number, a ``shared_embeddings`` that is not a bool.
+        ValueError: a size is not positive, d_model not divisible by n_heads or odd,
+            dropout outside ``[0, 1)``, unknown activation, ``pad_id`` not an id of both
+            vocabularies, or shared embeddings with two vocabulary sizes.
     """
 
     src_vocab_size: int
@@ -201,8 +232,14 @@ class EncoderDecoderConfig:
     def __post_init__(self) -> None:
         sizes = ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len")
         for name in (*sizes, "n_encoder_layers", "n_decoder_layers"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
+            setattr(self, name, check_int(getattr(self, name), name, minimum=1))
+        self.dropout = check_dropout_p(self.dropout, "dropout")
+        check_choice(self.activation, "activation", ACTIVATIONS)
+        self.shared_embeddings = check_bool(self.shared_embeddings, "shared_embeddings")
+        smallest = min(self.src_vocab_size, self.tgt_vocab_size)
+        self.pad_id = check_int(
+            self.pad_id, "pad_id", minimum=0, maximum=smallest - 1, why="an id of both vocabularies"
+        )
         if self.d_model % self.n_heads or self.d_model % 2:
             raise ValueError(
                 f"d_model={self.d_model} must be even (sin/cos pairs) and divisible by "
@@ -230,11 +267,17 @@ class EncoderDecoder(nn.Module):
 
     Shapes:
         src ``(B, T_src)`` and tgt ``(B, T_tgt)`` int64 -> logits ``(B, T_tgt, tgt_vocab_size)``.
+        Ids of any integer dtype, numpy arrays and nested lists are converted to int64.
+
+    Raises:
+        TypeError: ``config`` is not an EncoderDecoderConfig.
     """
 
     def __init__(self, config: EncoderDecoderConfig):
         super().__init__()
-        self.config = c = config
+        self.config = c = check_instance(
+            config, "config", EncoderDecoderConfig, "build it with EncoderDecoderConfig(...)"
+        )
         self.tgt_embedding = TokenEmbedding(c.tgt_vocab_size, c.d_model)
         self.src_embedding = (
             self.tgt_embedding
@@ -260,11 +303,19 @@ class EncoderDecoder(nn.Module):
         """Number of trainable values (shared matrices counted once)."""
         return sum(p.numel() for p in self.parameters())
 
+    def _ids(self, ids: object, name: str) -> torch.Tensor:
+        """``src`` or ``tgt`` as checked ``(B, T)`` int64 ids (lists and numpy too)."""
+        vocab_size = self.config.src_vocab_size if name == "src" else self.config.tgt_vocab_size
+        ids = as_token_ids(ids, vocab_size, name)
+        if ids.ndim != 2:
+            raise ValueError(
+                f"{name} must be (B, T) token ids, got {tuple(ids.shape)}; add a batch axis "
+                f"with {name}[None]"
+            )
+        return ids
+
     def _embed(self, ids: torch.Tensor, table: TokenEmbedding, name: str) -> torch.Tensor:
-        if not isinstance(ids, torch.Tensor) or ids.ndim != 2:
-            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-            raise ValueError(f"{name} must be (B, T) token ids, got {shape}; add a batch axis")
-        check_token_ids(ids, table.vocab_size)
+        ids = self._ids(ids, name)
         return self.dropout(self.position(table(ids)))  # (B, T) -> (B, T, C)
 
     def encode(
@@ -276,9 +327,11 @@ class EncoderDecoder(nn.Module):
         ``src != pad_id``. ``need_weights=True`` keeps each block's weights.
 
         Raises:
-            ValueError / TypeError: bad ids or mask, ``T_src > max_len``.
+            ValueError / TypeError: bad ids or mask (an inverted mask included),
+                ``T_src > max_len``.
         """
-        if src_key_padding_mask is None and isinstance(src, torch.Tensor):
+        src = self._ids(src, "src")
+        if src_key_padding_mask is None:
             src_key_padding_mask = src != self.config.pad_id
         x = self._embed(src, self.src_embedding, "src")
         for block in self.encoder_blocks:
@@ -323,17 +376,22 @@ class EncoderDecoder(nn.Module):
             over non-pad targets, or None.
 
         Raises:
-            ValueError / TypeError: bad ids, or targets not shaped like ``tgt``.
+            ValueError / TypeError: bad ids, or targets not shaped like ``tgt``, not integer
+                ids, or outside ``[0, tgt_vocab_size)``.
         """
-        src_key_padding_mask = src != self.config.pad_id if isinstance(src, torch.Tensor) else None
+        src, tgt = self._ids(src, "src"), self._ids(tgt, "tgt")
+        src_key_padding_mask = src != self.config.pad_id
         memory = self.encode(src, src_key_padding_mask, need_weights=need_weights)
         logits = self.decode(tgt, memory, src_key_padding_mask, need_weights=need_weights)
         if targets is None:
             return logits, None
+        targets = as_id_tensor(targets, "targets")
         if targets.shape != tgt.shape:
             raise ValueError(
                 f"targets must have the shape of tgt {tuple(tgt.shape)}, got {tuple(targets.shape)}"
             )
+        check_token_ids(targets, self.config.tgt_vocab_size, "targets")
+        targets = targets.to(logits.device)
         loss = F.cross_entropy(
             logits.flatten(0, 1), targets.flatten(), ignore_index=self.config.pad_id
         )
@@ -356,9 +414,13 @@ class EncoderDecoder(nn.Module):
             ``(B, T0 + n)`` int64, ``n <= max_new_tokens`` (stops early when every row ended).
 
         Raises:
-            ValueError: ``start`` has another batch size than ``src``, or the output would
-                exceed ``max_len``.
+            TypeError: ``eos_id`` or ``max_new_tokens`` is not an int; bad ids.
+            ValueError: ``start`` has another batch size than ``src``, the output would
+                exceed ``max_len``, ``max_new_tokens < 0``, or ``eos_id`` is not a target id.
         """
+        src, start = self._ids(src, "src"), as_token_ids(start, self.config.tgt_vocab_size, "start")
+        eos_id = check_int(eos_id, "eos_id", minimum=0, maximum=self.config.tgt_vocab_size - 1)
+        max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0)
         if start.ndim != 2 or start.shape[0] != src.shape[0]:
             raise ValueError(
                 f"start must be (B={src.shape[0]}, T0) token ids, got {tuple(start.shape)}"

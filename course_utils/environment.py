@@ -10,6 +10,7 @@ and a test checks it agrees with ``constraints.txt``.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 import re
 from pathlib import Path
@@ -20,6 +21,14 @@ CONSTRAINTS = Path(__file__).resolve().parents[1] / "constraints.txt"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)$")
 _TESTED_PYTHON = re.compile(r"\bPython (\d+\.\d+(?:,\s*\d+\.\d+)*)\b")
 _RELEASE = re.compile(r"^v?(\d+(?:\.\d+)*)")
+
+
+def _require_str(value: object, name: str) -> None:
+    """TypeError unless ``value`` is a str. (``course_utils.checks.check_text`` would import
+    torch, which this module must not need: it reports whether torch is installed.)"""
+    if not isinstance(value, str):
+        fix = '; decode it first: .decode("utf-8")' if isinstance(value, bytes) else ""
+        raise TypeError(f"{name} must be a str, got {value!r} ({type(value).__name__}){fix}")
 
 
 def normalize_name(name: str) -> str:
@@ -35,9 +44,11 @@ def parse_constraints(text: str) -> dict[str, str]:
     Blank lines and comments are skipped.
 
     Raises:
+        TypeError: ``text`` is not a str (bytes: decode them first).
         ValueError: a line that is not ``name==version``; the message gives the line number,
             the expected form and the line found.
     """
+    _require_str(text, "text")
     pins: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         comment = raw.partition("#")[2]
@@ -61,9 +72,17 @@ def tested_versions(path: str | Path | None = None) -> dict[str, str]:
 
     Raises:
         FileNotFoundError: ``path`` was given and does not exist.
+        TypeError: ``path`` is not a str or Path.
         ValueError: from :func:`parse_constraints`.
     """
     if path is not None:
+        if not isinstance(path, str | os.PathLike):
+            raise TypeError(f"path must be a str or pathlib.Path, got {type(path).__name__}")
+        if not Path(path).is_file():
+            raise FileNotFoundError(
+                f"no constraints file at {path}; pass the path of a constraints.txt "
+                "(one name==version per line), or None for the repository's"
+            )
         return parse_constraints(Path(path).read_text(encoding="utf-8"))
     if CONSTRAINTS.is_file():
         return parse_constraints(CONSTRAINTS.read_text(encoding="utf-8"))
@@ -79,8 +98,10 @@ def release(version: str) -> tuple[int, ...]:
     The local tag (``+cpu``, ``+cu121``) names the build, not the version, and is ignored.
 
     Raises:
+        TypeError: ``version`` is not a str (``2.13``: pass ``"2.13"``).
         ValueError: the string does not start with a number.
     """
+    _require_str(version, "version")
     match = _RELEASE.match(version.strip())
     if match is None:
         raise ValueError(f"cannot read a version number from {version!r}; expected e.g. '2.13.0'")
@@ -127,6 +148,19 @@ def installed_versions(names: tuple[str, ...] = REPORTED) -> dict[str, str | Non
     return versions
 
 
+def _versions(installed: object, tested: object) -> tuple[dict, dict]:
+    """The two version tables, defaults filled in; TypeError unless each is a dict."""
+    installed = installed_versions() if installed is None else installed
+    tested = tested_versions() if tested is None else tested
+    for name, value in (("installed", installed), ("tested", tested)):
+        if not isinstance(value, dict):
+            raise TypeError(
+                f"{name} must be a dict of package name -> version, got {type(value).__name__}; "
+                'e.g. {"torch": "2.13.0"}, or None for the default'
+            )
+    return installed, tested
+
+
 def check_versions(
     installed: dict[str, str | None] | None = None, tested: dict[str, str] | None = None
 ) -> list[str]:
@@ -135,9 +169,11 @@ def check_versions(
     Args:
         installed: ``{name: version or None}``; default :func:`installed_versions`.
         tested: ``{name: pinned version}``; default :func:`tested_versions`.
+
+    Raises:
+        TypeError: ``installed`` or ``tested`` is not a dict.
     """
-    installed = installed_versions() if installed is None else installed
-    tested = tested_versions() if tested is None else tested
+    installed, tested = _versions(installed, tested)
     warnings = (
         version_warning(name, version, tested.get(normalize_name(name)))
         for name, version in installed.items()
@@ -149,9 +185,12 @@ def environment_report(
     installed: dict[str, str | None] | None = None, tested: dict[str, str] | None = None
 ) -> str:
     """A small table: each package, its version, and ``⚠ tested X`` where it differs,
-    followed by one line of advice when anything differs."""
-    installed = installed_versions() if installed is None else installed
-    tested = tested_versions() if tested is None else tested
+    followed by one line of advice when anything differs.
+
+    Raises:
+        TypeError: ``installed`` or ``tested`` is not a dict.
+    """
+    installed, tested = _versions(installed, tested)
     lines, warned = [], False
     for name, version in installed.items():
         pin = tested.get(normalize_name(name))

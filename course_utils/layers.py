@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.attention import MultiHeadAttention, check_input_dtype
+from course_utils.attention import MultiHeadAttention, check_dropout_p, check_input_dtype
+from course_utils.checks import check_bool, check_float, check_int, check_tensor
 
 
 class LayerNorm(nn.Module):
@@ -29,16 +32,27 @@ class LayerNorm(nn.Module):
     Shapes: ``(..., C)`` -> ``(..., C)``.
 
     Raises:
-        ValueError: the last axis of x is not ``normalized_shape``.
+        TypeError: ``normalized_shape`` is not an int (``24.0``, a tuple: pass C itself),
+            ``eps`` is not a number, ``explicit`` is not a bool; x is not a float tensor.
+        ValueError: ``normalized_shape < 1``; ``eps`` not > 0 (it keeps the square root
+            away from 0) or infinite; the last axis of x is not ``normalized_shape``.
     """
 
     def __init__(self, normalized_shape: int, eps: float = 1e-5, explicit: bool = False):
         super().__init__()
+        normalized_shape = check_int(
+            normalized_shape, "normalized_shape", minimum=1, why="C, the size of the last axis"
+        )
+        eps = check_float(
+            eps, "eps", 0.0, math.inf, low_open=True, high_open=True, why="typical: 1e-5"
+        )
+        explicit = check_bool(explicit, "explicit")
         self.normalized_shape, self.eps, self.explicit = normalized_shape, eps, explicit
         self.weight = nn.Parameter(torch.ones(normalized_shape))
         self.bias = nn.Parameter(torch.zeros(normalized_shape))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_tensor(x, "x", f"float (..., C={self.normalized_shape})")
         if x.shape[-1] != self.normalized_shape:
             raise ValueError(
                 f"LayerNorm expects a last axis of size {self.normalized_shape}, "
@@ -69,11 +83,17 @@ class FeedForward(nn.Module):
     Shapes: ``(B, T, C)`` -> ``(B, T, d_ff)`` -> ``(B, T, C)``.
 
     Raises:
-        ValueError: unknown activation.
+        TypeError: a width that is not an int (``96.0``), a dropout that is not a number;
+            x is not a float tensor.
+        ValueError: a width below 1, dropout outside ``[0, 1)``, unknown activation; the
+            last axis of x is not ``d_model``.
     """
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "gelu"):
         super().__init__()
+        d_model = check_int(d_model, "d_model", minimum=1)
+        d_ff = check_int(d_ff, "d_ff", minimum=1, why="the hidden width, 4 * d_model in the paper")
+        dropout = check_dropout_p(dropout, "dropout")
         activations = {"gelu": nn.GELU, "relu": nn.ReLU}
         if activation not in activations:
             raise ValueError(f"activation must be one of {sorted(activations)}, got {activation!r}")
@@ -83,6 +103,7 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_tensor(x, "x", f"float (B, T, d_model={self.up.in_features})")
         if x.shape[-1] != self.up.in_features:
             raise ValueError(
                 f"expected x of shape (..., d_model={self.up.in_features}), got {tuple(x.shape)}"
@@ -107,7 +128,10 @@ class DecoderBlock(nn.Module):
     Shapes: ``(B, T, C)`` -> ``(B, T, C)``.
 
     Raises:
-        ValueError: from :class:`MultiHeadAttention` (d_model not divisible by n_heads, bad x).
+        TypeError: a size that is not an int (``96.0``), a dropout that is not a number;
+            x is not a float tensor.
+        ValueError: a size below 1, d_model not divisible by n_heads, dropout outside
+            ``[0, 1)``; bad x or masks (from :class:`MultiHeadAttention`).
     """
 
     def __init__(
@@ -120,6 +144,8 @@ class DecoderBlock(nn.Module):
         rotary_max_len: int | None = None,
     ):
         super().__init__()
+        d_model = check_int(d_model, "d_model", minimum=1)  # named here, not as LayerNorm's
+        d_ff = check_int(d_ff, "d_ff", minimum=1, why="the hidden width, 4 * d_model in the paper")
         self.ln_1 = LayerNorm(d_model)
         self.attention = MultiHeadAttention(
             d_model, n_heads, dropout=dropout, bias=bias, rotary_max_len=rotary_max_len
@@ -159,7 +185,7 @@ class PostLNDecoderBlock(DecoderBlock):
     Shapes: ``(B, T, C)`` -> ``(B, T, C)``.
 
     Raises:
-        ValueError: from :class:`MultiHeadAttention` (d_model not divisible by n_heads, bad x).
+        TypeError, ValueError: as :class:`DecoderBlock`.
     """
 
     def forward(

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import torch
 
+from course_utils.checks import check_int
+
 CONVENTIONS = (
     "The course (like F.scaled_dot_product_attention) uses True = may attend; "
     "nn.MultiheadAttention uses the opposite, True = hidden"
@@ -32,13 +34,7 @@ def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Te
         TypeError: ``size`` is not an int (a float or a bool).
         ValueError: ``size`` is negative.
     """
-    if isinstance(size, bool) or not isinstance(size, int):
-        raise TypeError(
-            f"size must be an int sequence length, got {size!r} ({type(size).__name__}); "
-            "pass e.g. int(size) or x.shape[1]"
-        )
-    if size < 0:
-        raise ValueError(f"size must be a sequence length >= 0, got {size}")
+    size = check_int(size, "size", minimum=0, why="a sequence length, e.g. x.shape[1]")
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()
 
 
@@ -49,12 +45,17 @@ def padding_mask(lengths: torch.Tensor | list[int], size: int) -> torch.Tensor:
     (``j < lengths[b]``). The two singleton axes broadcast over heads and queries.
 
     Raises:
-        TypeError: ``size`` is not an int, or ``lengths`` are not integers.
+        TypeError: ``size`` is not an int, or ``lengths`` are not integers (text, floats).
         ValueError: ``lengths`` is not 1-D, or a length is outside ``[0, size]``.
     """
-    if isinstance(size, bool) or not isinstance(size, int):
-        raise TypeError(f"size must be an int sequence length, got {size!r}")
-    lengths = torch.as_tensor(lengths)
+    size = check_int(size, "size", minimum=0, why="the padded sequence length T")
+    try:
+        lengths = torch.as_tensor(lengths)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(
+            f"lengths must be integers, one per sequence (a list or a 1-D tensor), got "
+            f"{lengths!r} ({type(lengths).__name__}); e.g. padding_mask([5, 3], size=5)"
+        ) from None
     if lengths.dtype == torch.bool or lengths.dtype.is_floating_point or lengths.is_complex():
         raise TypeError(
             f"lengths must be integers (one per sequence), got dtype {lengths.dtype}; "

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.checks import as_id_tensor, check_int
+from course_utils.checks import as_id_tensor, as_number, check_bool, check_instance, check_int
 from course_utils.config import ModelConfig
 from course_utils.embedding import (
     TokenEmbedding,
@@ -18,6 +18,7 @@ from course_utils.embedding import (
 )
 from course_utils.layers import DecoderBlock, LayerNorm
 from course_utils.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from course_utils.sampling import _draw
 
 #: Target id left out of the loss (F.cross_entropy's default ignore_index), e.g. padding.
 IGNORE_INDEX = -100
@@ -48,11 +49,16 @@ class TinyDecoder(nn.Module):
 
     Shapes:
         ids ``(B, T)`` int64 with ``T <= block_size`` -> logits ``(B, T, vocab_size)``.
+
+    Raises:
+        TypeError: ``config`` is not a ModelConfig (a dict: ``ModelConfig(**d)``).
     """
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.config = config
+        self.config = check_instance(
+            config, "config", ModelConfig, "build it with ModelConfig(**settings)"
+        )
         self.token_embedding = TokenEmbedding(config.vocab_size, config.d_model)
         if config.positional == "sinusoidal":
             self.position = SinusoidalPositionalEncoding(config.block_size, config.d_model)
@@ -124,8 +130,9 @@ class TinyDecoder(nn.Module):
         Raises:
             ValueError: ids not 2-D or empty, ``T > block_size``, ids outside ``[0, V)``,
                 targets of a different shape, outside ``[0, V)`` (other than -100), or all -100.
-            TypeError: non-integer ids or targets (floats, bools).
+            TypeError: non-integer ids or targets (floats, bools); a non-bool need_weights.
         """
+        need_weights = check_bool(need_weights, "need_weights")
         ids = self._check_ids(ids)
         x = self.dropout(self.position(self.token_embedding(ids)))  # (B, T) -> (B, T, C)
         for block in self.blocks:
@@ -177,9 +184,9 @@ class TinyDecoder(nn.Module):
         check_token_ids(targets[kept], self.config.vocab_size, "targets")
         return targets.to(ids.device)
 
-    def _check_sampling(self, temperature: object, top_k: object) -> None:
-        if isinstance(temperature, bool) or not isinstance(temperature, int | float):
-            raise TypeError(f"temperature must be a float > 0, got {temperature!r}")
+    def _check_sampling(self, temperature: object, top_k: object) -> tuple[float, int | None]:
+        """temperature as a float > 0 (numpy and 0-D tensors too); top_k in [1, V] or None."""
+        temperature = as_number(temperature, "temperature")
         if not 0 < temperature < math.inf:  # also catches NaN
             raise ValueError(
                 f"temperature must be > 0, got {temperature}; temperature 0 is the limit of "
@@ -193,6 +200,7 @@ class TinyDecoder(nn.Module):
                     f"top_k must be in [1, vocab_size={vocab_size}], got {top_k}; "
                     "None samples from every token"
                 )
+        return temperature, top_k
 
     def _check_prompt(self, ids: object) -> torch.Tensor:
         """The prompt as a (B, T0) int64 tensor on the model's device, B, T0 >= 1."""
@@ -231,20 +239,26 @@ class TinyDecoder(nn.Module):
         Raises:
             ValueError: non-positive or infinite temperature (not checked with greedy=True,
                 which ignores it), top_k outside ``[1, vocab_size]``, negative
-                max_new_tokens, or bad ids.
-            TypeError: a float max_new_tokens or top_k, a non-bool greedy, float ids.
+                max_new_tokens, bad ids, a generator on another device than the model, or
+                logits with NaN or inf (weights that diverged).
+            TypeError: a float max_new_tokens or top_k, a non-bool greedy, a temperature that
+                is not a number, a generator that is not a torch.Generator, float ids.
         """
         max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0)
-        if not isinstance(greedy, bool):
-            raise TypeError(f"greedy must be True or False, got {greedy!r}")
+        greedy = check_bool(greedy, "greedy")
         if not greedy:  # greedy ignores temperature and top_k
-            self._check_sampling(temperature, top_k)
+            temperature, top_k = self._check_sampling(temperature, top_k)
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(
                 f"generator must be a torch.Generator or None, got {type(generator).__name__}; "
                 "e.g. torch.Generator().manual_seed(0)"
             )
         ids = self._check_prompt(ids)
+        if generator is not None and generator.device.type != ids.device.type:
+            raise ValueError(
+                f"generator is on {generator.device} but the model on {ids.device}; use "
+                f"torch.Generator(device={str(ids.device)!r}).manual_seed(seed)"
+            )
         was_training = self.training
         self.eval()
         for _ in range(max_new_tokens):
@@ -259,7 +273,7 @@ class TinyDecoder(nn.Module):
                     kth_largest = torch.topk(logits, top_k, dim=-1).values[:, -1:]
                     logits = logits.masked_fill(logits < kth_largest, float("-inf"))
                 probabilities = torch.softmax(logits, dim=-1)
-                next_id = torch.multinomial(probabilities, 1, generator=generator)
+                next_id = _draw(probabilities, generator)
             ids = torch.cat([ids, next_id], dim=1)  # (B, T) -> (B, T + 1)
         self.train(was_training)
         return ids

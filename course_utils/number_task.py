@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from course_utils.checks import as_id_list, check_float, check_instance, check_int, check_text
+
 _ONES = "zero one two three four five six seven eight nine".split()
 _TEENS = "ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
@@ -26,9 +28,20 @@ TARGET_TAGS = {"digits": "<2d>", "chinese": "<2zh>"}
 MAX_NUMBER = 999
 
 
-def _check_number(n: int) -> None:
-    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= MAX_NUMBER:
+def _check_number(n: object) -> int:
+    """``n`` as an int in ``[0, 999]`` (numpy ints too): TypeError for floats, bools, text."""
+    n = check_int(n, "n")
+    if not 0 <= n <= MAX_NUMBER:
         raise ValueError(f"n must be an int in [0, {MAX_NUMBER}], got {n!r}")
+    return n
+
+
+def _check_list(value: object, name: str, example: str) -> list:
+    """``value`` as a list, if it is a list or tuple (not one string, not a number)."""
+    if isinstance(value, list | tuple):
+        return list(value)
+    fix = f"; for every item the same, pass [{value!r}] * n" if isinstance(value, str) else ""
+    raise TypeError(f"{name} must be a list, e.g. {example}, got {type(value).__name__}{fix}")
 
 
 def number_to_words(n: int) -> str:
@@ -37,9 +50,10 @@ def number_to_words(n: int) -> str:
     ``312`` -> ``"three hundred twelve"``, ``40`` -> ``"forty"``, ``0`` -> ``"zero"``.
 
     Raises:
-        ValueError: ``n`` is not an int in ``[0, 999]``.
+        TypeError: ``n`` is not an int (``12.0``, ``"7"``, a bool).
+        ValueError: ``n`` is not in ``[0, 999]``.
     """
-    _check_number(n)
+    n = _check_number(n)
     if n == 0:
         return "zero"
     words = []
@@ -64,9 +78,10 @@ def number_to_chinese(n: int) -> str:
     ``15`` -> ``"十五"`` (a leading 一 is dropped before 十 only when there is no 百).
 
     Raises:
-        ValueError: ``n`` is not an int in ``[0, 999]``.
+        TypeError: ``n`` is not an int (``12.0``, ``"7"``, a bool).
+        ValueError: ``n`` is not in ``[0, 999]``.
     """
-    _check_number(n)
+    n = _check_number(n)
     if n < 10:
         return _ZH_DIGITS[n]
     hundreds, rest = divmod(n, 100)
@@ -123,21 +138,35 @@ class NumberTask:
         """Word ids of an English number, e.g. ``"three hundred twelve"``.
 
         Raises:
+            TypeError: ``words`` is not a str (bytes: decode them first).
             ValueError: a word outside the vocabulary.
         """
+        check_text(words, "words")
         unknown = [w for w in words.split() if w not in self.source_vocab]
         if unknown:
             raise ValueError(f"unknown source words {unknown}; the task knows {self.source_vocab}")
         return [self.source_vocab.index(w) for w in words.split()]
 
     def target_text(self, n: int, output: str) -> str:
-        """The reference output for ``n``: ``str(n)`` or :func:`number_to_chinese`."""
+        """The reference output for ``n``: ``str(n)`` or :func:`number_to_chinese`.
+
+        Raises:
+            TypeError: ``n`` is not an int.
+            ValueError: ``n`` outside ``[0, 999]``, or an unknown output.
+        """
+        n = _check_number(n)
         self.tag_id(output)
         return str(n) if output == "digits" else number_to_chinese(n)
 
     def decode_target(self, ids: list[int] | torch.Tensor) -> str:
-        """Characters of target ids up to the first ``<eos>``, skipping tags and padding."""
-        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        """Characters of target ids up to the first ``<eos>``, skipping tags and padding.
+
+        Raises:
+            TypeError: text or floats instead of ids.
+            ValueError: not one sequence (a ``(1, T)`` batch: pass ``ids[0]``), or an id
+                outside the target vocabulary.
+        """
+        ids = as_id_list(ids, len(self.target_vocab), "ids")
         text = []
         for i in ids:
             if i == self.eos_id:
@@ -156,8 +185,12 @@ class NumberTask:
             predicts the token after the ones it has seen.
 
         Raises:
+            TypeError: ``numbers`` or ``outputs`` is not a list (one output name as a str:
+                pass ``["digits"] * len(numbers)``); a number that is not an int.
             ValueError: the two lists differ in length or are empty; a bad number or output.
         """
+        numbers = _check_list(numbers, "numbers", "[3, 312]")
+        outputs = _check_list(outputs, "outputs", '["digits", "chinese"]')
         if len(numbers) != len(outputs) or not numbers:
             raise ValueError(
                 f"numbers and outputs must be non-empty and equally long, got {len(numbers)} "
@@ -194,10 +227,19 @@ def split_numbers(test_fraction: float = 0.2, seed: int = 0) -> tuple[list[int],
         ``(train_numbers, test_numbers)``, each sorted.
 
     Raises:
-        ValueError: ``test_fraction`` outside ``(0, 1)``.
+        TypeError: ``test_fraction`` is not a number, or ``seed`` is not an int.
+        ValueError: ``test_fraction`` outside ``(0, 1)`` (a percentage such as 20 included).
     """
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    test_fraction = check_float(
+        test_fraction,
+        "test_fraction",
+        0.0,
+        1.0,
+        low_open=True,
+        high_open=True,
+        why="a share, e.g. 0.2 for 20%",
+    )
+    seed = check_int(seed, "seed")
     numbers = list(range(MAX_NUMBER + 1))
     random.Random(seed).shuffle(numbers)
     n_test = round(test_fraction * len(numbers))
@@ -205,7 +247,12 @@ def split_numbers(test_fraction: float = 0.2, seed: int = 0) -> tuple[list[int],
 
 
 def all_pairs(numbers: list[int]) -> tuple[list[int], list[str]]:
-    """Every number twice, once per output: ``([n, n, ...], ["digits", "chinese", ...])``."""
+    """Every number twice, once per output: ``([n, n, ...], ["digits", "chinese", ...])``.
+
+    Raises:
+        TypeError: ``numbers`` is not a list.
+    """
+    numbers = _check_list(numbers, "numbers", "[3, 312]")
     return [n for n in numbers for _ in TARGET_TAGS], [o for _ in numbers for o in TARGET_TAGS]
 
 
@@ -217,8 +264,16 @@ def translate(model, task: NumberTask, numbers: list[int], outputs: list[str]) -
     (the longest output, e.g. 九百九十九, has 5, then ``<eos>``).
 
     Raises:
+        TypeError: ``model`` has no ``greedy_decode`` (a decoder-only model), or ``task`` is
+            not a NumberTask.
         ValueError: from :meth:`NumberTask.batch`.
     """
+    if not callable(getattr(model, "greedy_decode", None)):
+        raise TypeError(
+            f"model must be an EncoderDecoder (it needs greedy_decode), got "
+            f"{type(model).__name__}; build it with EncoderDecoder(EncoderDecoderConfig(...))"
+        )
+    check_instance(task, "task", NumberTask, "build it with NumberTask.build()")
     batch = task.batch(numbers, outputs)
     start = torch.tensor([[task.tag_id(o)] for o in outputs])  # (B, 1): the target tag
     ids = model.greedy_decode(batch["src"], start, task.eos_id, max_new_tokens=6)
@@ -226,7 +281,15 @@ def translate(model, task: NumberTask, numbers: list[int], outputs: list[str]) -
 
 
 def exact_match(task: NumberTask, predictions: list[str], numbers: list[int], outputs: list[str]):
-    """Fraction of predictions equal to the reference output, character for character."""
+    """Fraction of predictions equal to the reference output, character for character.
+
+    Raises:
+        TypeError: an argument is not a list (e.g. one prediction as a str: wrap it, [text]).
+        ValueError: the lists differ in length or are empty.
+    """
+    predictions = _check_list(predictions, "predictions", '["312", "三百一十二"]')
+    numbers = _check_list(numbers, "numbers", "[312, 312]")
+    outputs = _check_list(outputs, "outputs", '["digits", "chinese"]')
     if not len(predictions) == len(numbers) == len(outputs) or not predictions:
         raise ValueError(
             f"need as many predictions as numbers and outputs (> 0), got {len(predictions)}, "

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from course_utils.assets import asset_path
+from course_utils.checks import as_device, check_int, check_text
 from course_utils.data import load_shakespeare
 from course_utils.model import TinyDecoder
 from course_utils.tokenization import CharTokenizer
@@ -43,10 +44,14 @@ def load_baby(
 
     Raises:
         FileNotFoundError: no checkpoint there (``make checkpoint`` writes it).
-        ValueError: the checkpoint's vocabulary is not the corpus's.
+        TypeError: ``path`` is not a str or Path.
+        ValueError: the checkpoint's vocabulary is not the corpus's, or ``device`` is not a
+            device name (``"gpu"``: use ``"cuda"``).
+        RuntimeError: a CUDA or MPS device this machine does not have.
     """
     from course_utils.training import model_from_checkpoint
 
+    device = as_device(device)
     model = model_from_checkpoint(path or asset_path(BABY_CHECKPOINT), map_location=device)
     tokenizer = shakespeare_tokenizer()
     if model.config.vocab_size != tokenizer.vocab_size:
@@ -71,8 +76,10 @@ def attention_maps(model: TinyDecoder, tokenizer: CharTokenizer, text: str) -> t
         position ``i`` spreads its attention over key positions ``0..i``.
 
     Raises:
+        TypeError: ``text`` is not a str.
         ValueError: ``text`` is empty, longer than ``block_size``, or has unknown characters.
     """
+    check_text(text, "text")
     if not 1 <= len(text) <= model.config.block_size:
         raise ValueError(
             f"text must have 1 to block_size={model.config.block_size} characters, "
@@ -98,7 +105,11 @@ def pattern_pairs(text: str) -> dict[str, list[tuple[int, int]]]:
       "previous character" again.
     * ``last space``: ``(i, s)`` with s the most recent space before i, when s <= i - 2
       (same reason).
+
+    Raises:
+        TypeError: ``text`` is not a str.
     """
+    check_text(text, "text")
     pairs: dict[str, list[tuple[int, int]]] = {name: [] for name in HEAD_PATTERNS}
     word_start, last_space = 0, None
     for i, char in enumerate(text):
@@ -133,8 +144,17 @@ def head_pattern_scores(
         the level a head must clearly beat to be named after the pattern.
 
     Raises:
-        ValueError: as :func:`attention_maps`, or no text has a pair of some pattern.
+        TypeError: ``texts`` is one str instead of a list of them (pass ``[text]``).
+        ValueError: ``texts`` is empty, as :func:`attention_maps`, or no text has a pair of
+            some pattern.
     """
+    if isinstance(texts, str | bytes) or not isinstance(texts, list | tuple):
+        raise TypeError(
+            f"texts must be a list of strings, got {type(texts).__name__}; for one text pass "
+            "[text], for windows of a corpus corpus_windows(text, n, length)"
+        )
+    if not texts:
+        raise ValueError("texts is empty; pass at least one string, e.g. [text]")
     totals: dict[str, torch.Tensor] = {}
     uniform: dict[str, float] = {name: 0.0 for name in HEAD_PATTERNS}
     counts: dict[str, int] = {name: 0 for name in HEAD_PATTERNS}
@@ -163,8 +183,14 @@ def corpus_windows(text: str, n: int, length: int, seed: int = 0) -> list[str]:
     to average :func:`head_pattern_scores` over more than one sentence.
 
     Raises:
-        ValueError: ``text`` is not longer than ``length``.
+        TypeError: ``text`` is not a str, or ``n``, ``length`` or ``seed`` is not an int.
+        ValueError: ``n`` or ``length`` below 1, ``seed < 0``, or ``text`` is not longer than
+            ``length``.
     """
+    check_text(text, "text")
+    n = check_int(n, "n", minimum=1, why="the number of windows")
+    length = check_int(length, "length", minimum=1, why="characters per window")
+    seed = check_int(seed, "seed", minimum=0)
     if len(text) <= length:
         raise ValueError(f"text has {len(text)} characters; it must be longer than length={length}")
     generator = torch.Generator().manual_seed(seed)

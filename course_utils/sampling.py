@@ -11,7 +11,11 @@ top-k sampling as used by Fan et al. 2018, "Hierarchical Neural Story Generation
 
 from __future__ import annotations
 
+import math
+
 import torch
+
+from course_utils.checks import as_device, as_number, check_bool, check_instance, check_int
 
 
 def check_logits(logits: torch.Tensor, name: str = "logits") -> None:
@@ -66,13 +70,13 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
         float ``(B, V)``, same dtype.
 
     Raises:
+        TypeError: ``temperature`` is not a number (``"0.8"``, a bool).
         ValueError: ``temperature`` is not a finite number > 0 (use :func:`greedy_token` for T = 0).
         TypeError, ValueError: see :func:`check_logits`.
     """
     check_logits(logits)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
-        raise ValueError(f"temperature must be a number > 0, got {temperature!r}")
-    if not 0 < temperature < float("inf"):  # also rejects NaN
+    temperature = as_number(temperature, "temperature")
+    if not 0 < temperature < math.inf:  # also rejects NaN
         raise ValueError(
             f"temperature must be a finite number > 0, got {temperature}; "
             "for the most likely token (the limit T -> 0) use greedy instead"
@@ -94,12 +98,14 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
         float ``(B, V)``: the kept logits unchanged, the rest ``-inf``.
 
     Raises:
-        ValueError: ``k`` is not an int in ``[1, V]``.
+        TypeError: ``k`` is not an int (``2.0``, ``"2"``, None).
+        ValueError: ``k`` is not in ``[1, V]``.
         TypeError, ValueError: see :func:`check_logits`.
     """
     check_logits(logits)
     vocab_size = logits.shape[-1]
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= vocab_size:
+    k = check_int(k, "k")
+    if not 1 <= k <= vocab_size:
         raise ValueError(
             f"k must be an int in [1, V={vocab_size}], got {k!r}; k = 1 is greedy, "
             f"k = {vocab_size} keeps every token"
@@ -125,11 +131,13 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
         float ``(B, V)``: the kept logits unchanged, the rest ``-inf``.
 
     Raises:
-        ValueError: ``p`` is not a number in ``(0, 1]``.
+        TypeError: ``p`` is not a number (``"0.9"``, a bool).
+        ValueError: ``p`` is not in ``(0, 1]`` (a percentage such as 90 included).
         TypeError, ValueError: see :func:`check_logits`.
     """
     check_logits(logits)
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+    p = as_number(p, "p")
+    if not 0 < p <= 1:  # also rejects NaN
         raise ValueError(
             f"p must be a number in (0, 1], got {p!r}; p = 1 keeps every token, "
             "a small p keeps only the most likely ones"
@@ -151,11 +159,14 @@ def seeded_generator(seed: int, device: torch.device | str = "cpu") -> torch.Gen
     many random numbers other code draws in between.
 
     Raises:
-        ValueError: ``seed`` is not a non-negative int.
+        TypeError: ``seed`` is not an int (``1.5``, ``"7"``; numpy ints are fine).
+        ValueError: ``seed`` is negative or at least ``2**64``; ``device`` is not a device name.
+        RuntimeError: a CUDA or MPS device this machine does not have.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    return torch.Generator(device=device).manual_seed(seed)
+    seed = check_int(seed, "seed")
+    if not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be a non-negative int below 2**64, got {seed!r}")
+    return torch.Generator(device=as_device(device)).manual_seed(seed)
 
 
 def sample_next(
@@ -186,20 +197,37 @@ def sample_next(
 
     Raises:
         ValueError: bad temperature, top_k or top_p (see the filters); a generator on
-            another device than the logits.
-        TypeError, ValueError: see :func:`check_logits`.
+            another device than the logits; logits with NaN or inf (no distribution to draw
+            from).
+        TypeError: a ``greedy`` that is not a bool, a ``generator`` that is not a
+            ``torch.Generator``; see also the filters and :func:`check_logits`.
     """
-    if greedy:
+    if check_bool(greedy, "greedy"):
         return greedy_token(logits)
     logits = apply_temperature(logits, temperature)
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     if top_p is not None:
         logits = top_p_filter(logits, top_p)
+    if generator is not None:
+        check_instance(generator, "generator", torch.Generator, "e.g. seeded_generator(0), or None")
     if generator is not None and generator.device.type != logits.device.type:
         raise ValueError(
             f"the generator is on {generator.device} but the logits on {logits.device}; "
             f"use seeded_generator(seed, device={str(logits.device)!r})"
         )
     probabilities = torch.softmax(logits.float(), dim=-1)  # (B, V), rows sum to 1
-    return torch.multinomial(probabilities, 1, generator=generator)  # (B, 1)
+    return _draw(probabilities, generator)  # (B, 1)
+
+
+def _draw(probabilities: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """``torch.multinomial(probabilities, 1)`` ``(B, V) -> (B, 1)``; its error for rows that
+    are not distributions re-raised in the course's words."""
+    try:
+        return torch.multinomial(probabilities, 1, generator=generator)
+    except RuntimeError as error:
+        raise ValueError(
+            f"cannot draw the next token: the probabilities are not a distribution ({error}). "
+            "The logits hold NaN or inf (e.g. weights that diverged in training: check "
+            "torch.isfinite(logits).all()), or every token of a row was filtered out"
+        ) from error

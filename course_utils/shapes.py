@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_utils.checks import check_instance, check_int
+
 
 @dataclass
 class ShapeRecord:
@@ -41,7 +43,20 @@ def trace_shapes(
 
     Returns:
         A list of :class:`ShapeRecord`, in the order the submodules finished.
+
+    Raises:
+        TypeError: ``model`` is not an ``nn.Module``, no input was given, or ``max_depth`` is
+            not an int.
+        ValueError: ``max_depth < 0``.
     """
+    check_instance(model, "model", nn.Module, "pass the model itself, then its inputs")
+    if not args and not kwargs:
+        raise TypeError(
+            f"trace_shapes needs the inputs to call {type(model).__name__} with, got none; "
+            "e.g. trace_shapes(model, ids)"
+        )
+    if max_depth is not None:
+        max_depth = check_int(max_depth, "max_depth", minimum=0, why="None records all")
     records: list[ShapeRecord] = []
     handles = []
     for name, module in model.named_modules():
@@ -72,8 +87,11 @@ def format_shape_table(records: list[ShapeRecord], axis_names: dict[str, int] | 
             is then written with its axis names, ``(B=2, T=6, C=24)``, as by :func:`name_axes`.
 
     Raises:
+        TypeError: ``axis_names`` is not a dict (see :func:`name_axes`).
         ValueError: from :func:`name_axes` (two names share a size).
     """
+    if axis_names is not None:
+        name_axes((), axis_names)  # checked once, even when no record has a shape
 
     def show(shape: tuple[int, ...] | None) -> str:
         if shape is None or axis_names is None:
@@ -95,9 +113,16 @@ def named_shape(value: torch.Tensor | tuple[int, ...], axes: str) -> str:
     ``"(B=2, h=3, T_q=6, T_k=6)"``.
 
     Raises:
+        TypeError: ``axes`` is not one str of names separated by spaces.
         ValueError: the number of names differs from the tensor's rank.
     """
-    shape = tuple(value.shape) if isinstance(value, torch.Tensor) else tuple(value)
+    if not isinstance(axes, str):
+        fix = " (for a list of names: ' '.join(names))" if isinstance(axes, list | tuple) else ""
+        raise TypeError(
+            f"axes must be one str of axis names separated by spaces, e.g. 'B T C', got "
+            f"{type(axes).__name__}{fix}"
+        )
+    shape = tuple(value.shape) if hasattr(value, "shape") else tuple(value)
     names = axes.split()
     if len(names) != len(shape):
         raise ValueError(f"{len(names)} axis names {names} for a {len(shape)}-D shape {shape}")
@@ -112,10 +137,13 @@ def name_axes(shape: torch.Tensor | tuple[int, ...], axis_names: dict[str, int])
     no name is written as a bare number.
 
     Raises:
+        TypeError: ``axis_names`` is not a dict of name -> int size.
         ValueError: two names share a size (the shape would be ambiguous).
     """
+    check_instance(axis_names, "axis_names", dict, 'e.g. {"B": 2, "T": 6, "C": 24}')
     by_size: dict[int, str] = {}
     for name, size in axis_names.items():
+        size = check_int(size, f"axis_names[{name!r}]")
         if size in by_size:
             raise ValueError(
                 f"axes {by_size[size]!r} and {name!r} both have size {size}; naming axes by "

@@ -18,6 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 
+from course_utils.checks import as_number, check_bool  # noqa: E402
+
 CJK_FONT_HINT = "pip install pylopdf-fonts-zh-cn"
 # System fonts with CJK glyphs, tried when the pip package is missing (macOS, Windows, Debian).
 _SYSTEM_CJK_FONTS = (
@@ -90,6 +92,29 @@ def _as_labels(tokens: Sequence[str]) -> list[str]:
     ]
 
 
+def _check_labels(tokens: object, name: str) -> Sequence[str]:
+    """TypeError unless ``tokens`` is a sequence of labels (a list, or a str of characters)."""
+    if isinstance(tokens, str) or (
+        isinstance(tokens, Sequence) and all(isinstance(t, str) for t in tokens)
+    ):
+        return tokens
+    raise TypeError(
+        f"{name} must be a list of str labels, one per position (or one str of characters), "
+        f"got {type(tokens).__name__}; e.g. list(text) or [tok.decode([i]) for i in ids]"
+    )
+
+
+def _as_weights(weights: object) -> torch.Tensor:
+    """Attention weights as a float CPU tensor (tensors, numpy arrays and lists)."""
+    try:
+        return torch.as_tensor(weights).detach().float().cpu()
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(
+            f"weights must be a tensor (or numpy array) of attention weights, got "
+            f"{type(weights).__name__}"
+        ) from None
+
+
 def _set_key_labels(ax: plt.Axes, labels: Sequence[str]) -> None:
     """x tick labels: one-character labels (Latin or CJK) upright, readable side by side;
     longer labels (subwords, "pad") turned 90 degrees so they do not overlap."""
@@ -113,14 +138,29 @@ def plot_attention(
         query_tokens: T_q labels (rows). key_tokens: T_k labels (columns), default the same.
 
     Raises:
-        ValueError: ``weights`` is not 2-D or the label counts do not match its shape.
+        TypeError: the labels are not a list of str (or one str), ``weights`` is not
+            array-like, ``ax`` is not an Axes, ``colorbar`` is not a bool.
+        ValueError: ``weights`` is not 2-D, is empty, or the label counts do not match its
+            shape.
     """
-    key_tokens = query_tokens if key_tokens is None else key_tokens
-    weights = torch.as_tensor(weights).detach().float().cpu()
+    if ax is not None and not isinstance(ax, plt.Axes):
+        raise TypeError(
+            f"ax must be a matplotlib Axes or None, got {type(ax).__name__}; e.g. "
+            "fig, ax = plt.subplots(), then plot_attention(..., ax=ax)"
+        )
+    colorbar = check_bool(colorbar, "colorbar")
+    query_tokens = _check_labels(query_tokens, "query_tokens")
+    key_tokens = query_tokens if key_tokens is None else _check_labels(key_tokens, "key_tokens")
+    weights = _as_weights(weights)
     if weights.ndim != 2 or weights.shape != (len(query_tokens), len(key_tokens)):
         raise ValueError(
             f"weights must be (T_q, T_k) = ({len(query_tokens)}, {len(key_tokens)}) to match the "
             f"labels, got {tuple(weights.shape)}"
+        )
+    if weights.numel() == 0:
+        raise ValueError(
+            f"weights is empty, shape {tuple(weights.shape)}: there is nothing to plot; pass "
+            "the weights of at least one query and one key"
         )
     ax = ax or plt.subplots(figsize=(4.5, 4))[1]
     image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
@@ -147,13 +187,26 @@ def plot_attention_heads(
     (default ``head 0``, ``head 1``, ...), e.g. with what a trained head attends to.
 
     Raises:
-        ValueError: ``weights`` is not 3-D, or ``head_titles`` has not one title per head.
+        TypeError: ``weights`` is not array-like, ``head_titles`` is not a list; bad labels
+            (see :func:`plot_attention`).
+        ValueError: ``weights`` is not 3-D or has no head, or ``head_titles`` has not one
+            title per head.
     """
+    weights = _as_weights(weights)
     if weights.ndim != 3:
-        raise ValueError(f"weights must be (h, T, T), got shape {tuple(weights.shape)}")
+        hint = (
+            "; for a batch (B, h, T, T) plot one sequence: weights[0]" if weights.ndim == 4 else ""
+        )
+        raise ValueError(f"weights must be (h, T, T), got shape {tuple(weights.shape)}{hint}")
     heads, length = weights.shape[0], weights.shape[-1]
+    if heads == 0:
+        raise ValueError(f"weights has no head, shape {tuple(weights.shape)}; pass (h, T, T)")
     if head_titles is None:
         head_titles = [f"head {head}" for head in range(heads)]
+    if isinstance(head_titles, str) or not isinstance(head_titles, Sequence):
+        raise TypeError(
+            f"head_titles must be a list of str, one per head, got {type(head_titles).__name__}"
+        )
     if len(head_titles) != heads:
         raise ValueError(
             f"head_titles must have one title per head ({heads}), got {len(head_titles)}"
@@ -191,7 +244,23 @@ def plot_loss_curves(
     Args:
         history: a :class:`course_utils.training.History`.
         bar: draw a horizontal line at this loss (nats per token).
+
+    Raises:
+        TypeError: ``history`` is not a History (what ``train`` returns), or ``bar`` is
+            neither None nor a number.
     """
+    missing = [
+        name
+        for name in ("step", "train_loss", "val_loss", "batch_loss")
+        if not hasattr(history, name)
+    ]
+    if missing:
+        raise TypeError(
+            f"history must be the History that train() returns, got {type(history).__name__} "
+            f"(no {missing}); e.g. history = train(model, train_data, val_data, config)"
+        )
+    if bar is not None:
+        bar = as_number(bar, "bar")
     fig, ax = plt.subplots(figsize=(7, 4))
     steps = range(1, len(history.batch_loss) + 1)
     ax.plot(steps, history.batch_loss, color="0.75", linewidth=0.8, label="batch loss")
@@ -218,7 +287,26 @@ def draw_decoder_diagram(
     Args:
         stages: ``(name, shape text)`` pairs in data-flow order. Names starting with ``"  "``
             are drawn indented, inside the repeated block.
+
+    Raises:
+        TypeError: ``stages`` is not a list of pairs.
+        ValueError: a stage is not a ``(name, shape text)`` pair of str.
     """
+    if not isinstance(stages, list | tuple):
+        raise TypeError(
+            f"stages must be a list of (name, shape text) pairs, got {type(stages).__name__}; "
+            'e.g. [("ids", "(B, T)"), ("  block", "(B, T, C)")]'
+        )
+    for stage in stages:
+        if not (
+            isinstance(stage, list | tuple)
+            and len(stage) == 2
+            and all(isinstance(part, str) for part in stage)
+        ):
+            raise ValueError(
+                f"every item of stages must be a (name, shape text) pair of str, got "
+                f'{stage!r}; e.g. ("ids", "(B, T)")'
+            )
     height = 0.62 * len(stages) + 0.8
     fig, ax = plt.subplots(figsize=(7.5, height))
     ax.set_xlim(0, 10)

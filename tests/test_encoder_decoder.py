@@ -245,8 +245,10 @@ def test_greedy_decode_equals_step_by_step_argmax_and_pads_after_eos():
 def test_bad_inputs_raise_clear_errors():
     model = EncoderDecoder(_config())
     src, tgt = _batch(model.config)
-    with pytest.raises(ValueError, match="key_padding_mask must be bool of shape"):
+    with pytest.raises(TypeError, match="key_padding_mask must be a torch.bool tensor"):
         model.encode(src, src_key_padding_mask=(src != 0).long())
+    with pytest.raises(ValueError, match="key_padding_mask marks no real token"):
+        model.encode(src, src_key_padding_mask=src == 0)  # inverted: True = padding
     with pytest.raises(ValueError, match="same batch size"):
         CrossAttention(C, H)(torch.randn(2, T_TGT, C), torch.randn(3, T_SRC, C))
     with pytest.raises(ValueError, match="src must be"):
@@ -257,7 +259,7 @@ def test_bad_inputs_raise_clear_errors():
         model(src, tgt, tgt[:, :2])
     with pytest.raises(ValueError, match="divisible by n_heads"):
         _config(n_heads=5)
-    with pytest.raises(ValueError, match="token ids must be in"):
+    with pytest.raises(ValueError, match="src must be in"):
         model(src + 20, tgt)
 
 

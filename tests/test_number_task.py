@@ -66,11 +66,19 @@ def test_known_values(n, words, chinese):
     assert number_to_words(n) == words and number_to_chinese(n) == chinese
 
 
-@pytest.mark.parametrize("bad", [-1, 1000, 3.0, True, "7"])
+@pytest.mark.parametrize("bad", [-1, 1000])
 def test_bad_numbers_raise(bad):
     with pytest.raises(ValueError, match=r"n must be an int in \[0, 999\]"):
         number_to_words(bad)
     with pytest.raises(ValueError, match=r"n must be an int in \[0, 999\]"):
+        number_to_chinese(bad)
+
+
+@pytest.mark.parametrize("bad", [3.0, True, "7"])
+def test_numbers_of_another_type_raise_type_error(bad):
+    with pytest.raises(TypeError, match=r"n must be an int, got"):
+        number_to_words(bad)
+    with pytest.raises(TypeError, match=r"n must be an int, got"):
         number_to_chinese(bad)
 
 

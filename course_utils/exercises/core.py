@@ -23,7 +23,15 @@ def compare(answer, expected: torch.Tensor, name: str = "answer", atol: float = 
 
     Checks, in order: that ``answer`` is a tensor, its shape, its dtype kind (float vs
     integer vs bool), NaNs, then values to ``atol`` (absolute) and 1e-5 relative tolerance.
+
+    Raises:
+        TypeError: ``expected`` (the reference, not the student's answer) is not a tensor.
     """
+    if not isinstance(expected, torch.Tensor):
+        raise TypeError(
+            f"expected must be the reference torch.Tensor, got {type(expected).__name__}; "
+            "convert it with torch.as_tensor(expected)"
+        )
     if not isinstance(answer, torch.Tensor):
         return f"{name} should be a torch.Tensor, got {type(answer).__name__}"
     if answer.shape != expected.shape:
@@ -114,7 +122,19 @@ def expect_error(exception: type[BaseException], match: str | None = None) -> It
 
     Raises:
         AssertionError: nothing was raised, or the message does not match ``match``.
+        TypeError: ``exception`` is not an exception class (e.g. the name ``"ValueError"``
+            as a str), or ``match`` is not a str.
     """
+    classes = exception if isinstance(exception, tuple) else (exception,)
+    if not classes or not all(
+        isinstance(c, type) and issubclass(c, BaseException) for c in classes
+    ):
+        raise TypeError(
+            f"exception must be an exception class such as ValueError, got {exception!r} "
+            f"({type(exception).__name__}); pass the class itself, not its name"
+        )
+    if match is not None and not isinstance(match, str):
+        raise TypeError(f"match must be a regular expression str or None, got {match!r}")
     try:
         yield
     except exception as error:
@@ -124,7 +144,8 @@ def expect_error(exception: type[BaseException], match: str | None = None) -> It
             ) from error
         print(f"{type(error).__name__} raised, as expected: {error}")
     else:
-        raise AssertionError(f"expected {exception.__name__}, but nothing was raised")
+        expected = " or ".join(c.__name__ for c in classes)
+        raise AssertionError(f"expected {expected}, but nothing was raised")
 
 
 class TorchCall:

@@ -19,15 +19,37 @@ def _ids_in_range(ids: Iterable[int], vocab_size: int) -> list[int]:
     return as_id_list(ids, vocab_size, "ids")
 
 
+def _as_vocab(vocab: object) -> list[str]:
+    """``vocab`` as a list of str tokens.
+
+    Raises:
+        TypeError: not a sequence of strings (None, a number, a list of ids).
+    """
+    if isinstance(vocab, bytes | bytearray) or not isinstance(vocab, Iterable):
+        raise TypeError(
+            f"vocab must be a list of str tokens in id order, got {type(vocab).__name__}; "
+            "build the tokenizer from text with .from_text(text)"
+        )
+    vocab = list(vocab)
+    bad = [token for token in vocab if not isinstance(token, str)]
+    if bad:
+        raise TypeError(
+            f"vocab must be a list of str tokens in id order, got {type(bad[0]).__name__} "
+            f"items such as {bad[:3]!r}; ids are positions in the vocab, not its items"
+        )
+    return vocab
+
+
 class _TableTokenizer:
     """What the table tokenizers share: a token's id is its position in ``vocab``.
 
     Raises:
+        TypeError: ``vocab`` is not a list of str tokens (None, a number, ids).
         ValueError: ``vocab`` has duplicates.
     """
 
     def __init__(self, vocab: Sequence[str]):
-        vocab = list(vocab)
+        vocab = _as_vocab(vocab)
         if len(set(vocab)) != len(vocab):
             raise ValueError(
                 f"vocab has duplicates: {len(vocab)} items, {len(set(vocab))} distinct"

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 
 import regex
 import tiktoken
+import torch
 from tiktoken_ext import openai_public
 
 from course_utils.checks import check_int, check_text
@@ -26,10 +27,40 @@ def merge_pair(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[i
     Overlaps go to the leftmost match: ``[a, a, a]`` with the pair ``(a, a)`` becomes
     ``[new_id, a]``. The input is not changed.
 
+    Raises:
+        TypeError: ``ids`` is text (encode it first: ``list(text.encode("utf-8"))``), or
+            ``pair`` / ``new_id`` is not made of ints.
+        ValueError: ``pair`` does not have exactly two ids.
+
     Example:
         >>> merge_pair([5, 6, 5, 6, 7], (5, 6), 256)
         [256, 256, 7]
     """
+    if isinstance(ids, str | bytes | bytearray) or not isinstance(ids, Sequence | torch.Tensor):
+        raise TypeError(
+            f"ids must be a list of int ids, got {type(ids).__name__}; for text use "
+            'list(text.encode("utf-8")) (the byte values)'
+        )
+    pair = _check_pair(pair, "pair")
+    new_id = check_int(new_id, "new_id", minimum=0)
+    return _merge_pair(ids, pair, new_id)
+
+
+def _check_pair(pair: object, name: str) -> tuple[int, int]:
+    """``pair`` as a tuple of two ints (numpy ints too)."""
+    if not isinstance(pair, Sequence) or isinstance(pair, str | bytes):
+        raise TypeError(
+            f"{name} must be a pair of ids (left, right), got {type(pair).__name__} {pair!r}"
+        )
+    if len(pair) != 2:
+        raise ValueError(
+            f"{name} must be a pair of two ids (left, right), got {len(pair)}: {tuple(pair)!r}"
+        )
+    return check_int(pair[0], f"{name}[0]"), check_int(pair[1], f"{name}[1]")
+
+
+def _merge_pair(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    """:func:`merge_pair` without the checks (training calls it for every chunk)."""
     merged, i = [], 0
     while i < len(ids):
         if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
@@ -70,7 +101,7 @@ def _merge_everywhere(best, new_id, chunks, weights, pair_counts, chunks_with) -
     touched = set()
     for index in chunks_with.pop(best):
         old = chunks[index]
-        new = merge_pair(old, best, new_id)
+        new = _merge_pair(old, best, new_id)
         if len(new) == len(old):  # a stale entry: the chunk lost the pair earlier
             continue
         for pair in zip(old, old[1:]):
@@ -83,6 +114,18 @@ def _merge_everywhere(best, new_id, chunks, weights, pair_counts, chunks_with) -
     for pair in touched:
         if pair_counts[pair] == 0:
             del pair_counts[pair]
+
+
+def _compile(pat_str: object) -> regex.Pattern:
+    """The chunking regex, compiled; regex's errors re-raised with the argument's name."""
+    check_text(pat_str, "pat_str")
+    try:
+        return regex.compile(pat_str)
+    except regex.error as error:
+        raise ValueError(
+            f"pat_str is not a valid regular expression ({error}): {pat_str!r}; the default "
+            "is GPT2_SPLIT_PATTERN"
+        ) from None
 
 
 class BytePairTokenizer:
@@ -108,8 +151,11 @@ class BytePairTokenizer:
             tiktoken's cl100k_base, for instance, gives ``!`` the id 0.
 
     Raises:
-        ValueError: ``byte_ids`` is not a permutation of ``range(256)``, or a merge uses an id
-            that does not exist yet.
+        TypeError: ``pat_str`` is not a str; ``byte_ids`` or a merge holds something other
+            than ints (``98.5``).
+        ValueError: ``pat_str`` is not a valid regular expression; ``byte_ids`` is not a
+            permutation of ``range(256)``; a merge is not a pair or uses an id that does not
+            exist yet.
 
     Example:
         >>> bpe = BytePairTokenizer.train("aaabdaaabac", vocab_size=259)
@@ -127,7 +173,10 @@ class BytePairTokenizer:
         pat_str: str = GPT2_SPLIT_PATTERN,
         byte_ids: Sequence[int] | None = None,
     ):
-        byte_ids = list(range(256)) if byte_ids is None else [int(i) for i in byte_ids]
+        if byte_ids is None:
+            byte_ids = list(range(256))
+        else:
+            byte_ids = [check_int(i, f"byte_ids[{n}]") for n, i in enumerate(byte_ids)]
         if sorted(byte_ids) != list(range(256)):
             raise ValueError("byte_ids must be a permutation of 0..255, one id per byte value")
         self.byte_ids = byte_ids
@@ -136,7 +185,11 @@ class BytePairTokenizer:
             self.vocab[token_id] = bytes([byte])
         self.merges: list[tuple[int, int]] = []
         self.merge_ids: dict[tuple[int, int], int] = {}  # (left, right) -> new id
-        for left, right in merges:
+        for number, merge in enumerate(merges):
+            if type(merge) is tuple and len(merge) == 2 and type(merge[0]) is type(merge[1]) is int:
+                left, right = merge  # the common case, checked fast (cl100k has 100k merges)
+            else:
+                left, right = _check_pair(merge, f"merges[{number}]")
             new_id = len(self.vocab)
             if not (0 <= left < new_id and 0 <= right < new_id):
                 raise ValueError(
@@ -147,7 +200,7 @@ class BytePairTokenizer:
             self.merge_ids[(int(left), int(right))] = new_id
             self.vocab.append(self.vocab[left] + self.vocab[right])
         self.pat_str = pat_str
-        self._pattern = regex.compile(pat_str)
+        self._pattern = _compile(pat_str)
         self.merge_counts: list[int] | None = None  # set by train()
         self._cache: dict[str, list[int]] = {}
 
@@ -183,13 +236,17 @@ class BytePairTokenizer:
             when it was chosen.
 
         Raises:
-            ValueError: ``vocab_size`` is below 256, or ``text`` is empty.
+            TypeError: ``text`` or ``pat_str`` is not a str, ``vocab_size`` not an int.
+            ValueError: ``vocab_size`` is below 256, ``text`` is empty, or ``pat_str`` is not
+                a valid regular expression.
         """
         check_text(text, "text")
         if not text:
             raise ValueError("text is empty; pass the corpus to learn the merges from")
-        check_int(vocab_size, "vocab_size", minimum=256, why="the 256 bytes come first")
-        chunk_counts = Counter(regex.findall(pat_str, text))  # in order of first appearance
+        vocab_size = check_int(
+            vocab_size, "vocab_size", minimum=256, why="the 256 bytes come first"
+        )
+        chunk_counts = Counter(_compile(pat_str).findall(text))  # in order of first appearance
         chunks = [list(chunk.encode("utf-8")) for chunk in chunk_counts]
         weights = list(chunk_counts.values())
         pair_counts, chunks_with = _count_pairs(chunks, weights)
@@ -256,7 +313,12 @@ class BytePairTokenizer:
         return self._pattern.findall(check_text(text, "text"))
 
     def encode_chunk(self, chunk: str) -> list[int]:
-        """The ids of one chunk: its UTF-8 bytes, then the learned merges, earliest first."""
+        """The ids of one chunk: its UTF-8 bytes, then the learned merges, earliest first.
+
+        Raises:
+            TypeError: ``chunk`` is not a str (bytes: decode them first).
+        """
+        check_text(chunk, "chunk")
         cached = self._cache.get(chunk)
         if cached is not None:
             return list(cached)
@@ -265,7 +327,7 @@ class BytePairTokenizer:
             pair = min(zip(ids, ids[1:]), key=lambda p: self.merge_ids.get(p, _NEVER))
             if pair not in self.merge_ids:
                 break  # no adjacent pair was ever merged: done
-            ids = merge_pair(ids, pair, self.merge_ids[pair])
+            ids = _merge_pair(ids, pair, self.merge_ids[pair])
         if len(self._cache) >= self._CACHE_LIMIT:
             self._cache.clear()
         self._cache[chunk] = ids

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from course_utils.checks import check_text
-from course_utils.tokenization.base import _TableTokenizer
+from course_utils.tokenization.base import _as_vocab, _TableTokenizer
 
 
 class CharTokenizer(_TableTokenizer):
@@ -18,6 +18,7 @@ class CharTokenizer(_TableTokenizer):
         vocab: the distinct characters, in id order.
 
     Raises:
+        TypeError: ``vocab`` is not a sequence of str (None, a number, ids).
         ValueError: ``vocab`` is empty, has duplicates, or has an item that is not one character.
 
     Example:
@@ -31,7 +32,7 @@ class CharTokenizer(_TableTokenizer):
     """
 
     def __init__(self, vocab: Sequence[str]):
-        vocab = list(vocab)
+        vocab = _as_vocab(vocab)
         if not vocab:
             raise ValueError(
                 "vocab is empty; build it from text with CharTokenizer.from_text(text)"

@@ -114,8 +114,13 @@ def tiktoken_recipe(name: str) -> TiktokenRecipe:
     runs as a copy with its own globals: nothing is downloaded and nothing global changes.
 
     Raises:
-        KeyError: tiktoken has no encoding called ``name``.
+        KeyError: tiktoken has no encoding called ``name`` (the message lists the known names).
     """
+    if name not in openai_public.ENCODING_CONSTRUCTORS:
+        raise KeyError(
+            f"name must be an encoding tiktoken knows, one of "
+            f"{sorted(openai_public.ENCODING_CONSTRUCTORS)}, got {name!r}"
+        )
     constructor = openai_public.ENCODING_CONSTRUCTORS[name]
     downloads: list[tuple[str, str | None]] = []
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from course_utils.bootstrap import user_cache_dir
 from course_utils.checks import check_int, check_text
-from course_utils.tokenization.base import _TableTokenizer
+from course_utils.tokenization.base import _as_vocab, _TableTokenizer
 
 _jieba_lock = threading.Lock()
 
@@ -72,6 +72,7 @@ class WordTokenizer(_TableTokenizer):
         vocab: the words in id order, ``vocab[0] == WordTokenizer.UNK``.
 
     Raises:
+        TypeError: ``vocab`` is not a sequence of str.
         ValueError: ``vocab`` is empty, does not start with ``UNK`` or has duplicates.
 
     Example:
@@ -85,7 +86,7 @@ class WordTokenizer(_TableTokenizer):
     UNK = "<unk>"
 
     def __init__(self, vocab: Sequence[str]):
-        vocab = list(vocab)
+        vocab = _as_vocab(vocab)
         if not vocab or vocab[0] != self.UNK:
             raise ValueError(f"vocab must start with {self.UNK!r}, got {vocab[:1]!r}")
         super().__init__(vocab)

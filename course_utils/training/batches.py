@@ -6,7 +6,8 @@ import warnings
 
 import torch
 
-from course_utils.data import windows_at
+from course_utils.checks import as_device, check_int
+from course_utils.data import _gather_windows, as_token_stream
 
 
 class DeviceBatches:
@@ -25,17 +26,20 @@ class DeviceBatches:
     generator seeded the same way, so CPU runs reproduce exactly.
 
     Args:
-        data: 1-D integer token stream ``(N,)``, on any device.
+        data: 1-D integer token stream ``(N,)``, on any device (any integer dtype, numpy
+            and lists too; kept as int64).
         block_size: window length T.
         batch_size: windows per rank, B.
         device: where the stream is kept and the batches are made.
         seed: seeds :attr:`generator`.
         rank, world_size: this process's slice of the global batch.
+        name: what to call ``data`` in error messages (e.g. ``"val"``).
 
     Raises:
-        ValueError: ``data`` is not 1-D, is too short for one window, or the rank is
-            outside ``[0, world_size)``.
-        TypeError: ``data`` is not an integer tensor.
+        ValueError: ``data`` is not 1-D, is too short for one window, a size is below 1,
+            the rank is outside ``[0, world_size)``, or ``device`` is not a device name.
+        TypeError: ``data`` does not hold integer ids, or a size or the seed is not an int.
+        RuntimeError: a CUDA or MPS device this machine does not have.
     """
 
     def __init__(
@@ -47,19 +51,23 @@ class DeviceBatches:
         seed: int = 0,
         rank: int = 0,
         world_size: int = 1,
+        *,
+        name: str = "data",
     ):
-        if data.ndim != 1:
-            raise ValueError(f"data must be 1-D (N,), got shape {tuple(data.shape)}")
-        if data.dtype.is_floating_point or data.dtype.is_complex or data.dtype == torch.bool:
-            raise TypeError(f"data must hold integer token ids, got dtype {data.dtype}")
+        data = as_token_stream(data, name)
+        block_size = check_int(block_size, "block_size", minimum=1)
+        batch_size = check_int(batch_size, "batch_size", minimum=1)
+        seed = check_int(seed, "seed", minimum=0)
+        world_size = check_int(world_size, "world_size", minimum=1)
+        rank = check_int(rank, "rank")
         if len(data) <= block_size:
             raise ValueError(
-                f"data has {len(data)} tokens, need more than block_size={block_size} "
+                f"{name} has {len(data)} tokens, need more than block_size={block_size} "
                 "for one window"
             )
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
-        self.device = torch.device(device)
+        self.device = as_device(device)
         self.data = data.to(self.device)  # once
         self.block_size, self.batch_size = block_size, batch_size
         self.rank, self.world_size = rank, world_size
@@ -79,7 +87,7 @@ class DeviceBatches:
         if self.world_size > 1:
             starts = starts[self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
         starts = starts.to(self.device, non_blocking=True)
-        return windows_at(self.data, starts, self.block_size)
+        return _gather_windows(self.data, starts, self.block_size)
 
     def restore(self, state: torch.Tensor | None, fallback_seed: int) -> None:
         """Load a saved :attr:`generator` state; if it cannot be used here (written on

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from course_utils.checks import as_device, check_instance, check_int
 from course_utils.config import ModelConfig, TrainConfig
 from course_utils.model import TinyDecoder
 from course_utils.training.distributed import unwrap_model
@@ -34,14 +35,29 @@ def save_checkpoint(
 
     ``rank_rng_states`` (one dict per DDP rank, from the training loop) lets every rank's
     dropout stream resume exactly; it is stored under ``rng["per_rank"]``.
+
+    Raises:
+        TypeError: ``path`` is not a str or Path; ``model`` is not a TinyDecoder; ``step`` is
+            not an int; ``optimizer``, ``train_config``, ``history`` or ``batch_generator``
+            is neither None nor of its type (e.g. the ModelConfig as ``train_config``).
+        ValueError: ``step < 0``.
     """
-    path = Path(path)
+    path = _check_path(path)
     model = unwrap_model(model)
     if not isinstance(model, TinyDecoder):
         raise TypeError(
             f"model must be the TinyDecoder to save, got {type(model).__name__}; call "
             "save_checkpoint(path, model, optimizer, step)"
         )
+    step = check_int(step, "step", minimum=0, why="optimizer steps done")
+    for name, value, expected, fix in (
+        ("optimizer", optimizer, torch.optim.Optimizer, "e.g. make_optimizer(model, config)"),
+        ("train_config", train_config, TrainConfig, "the run's TrainConfig, not the model's"),
+        ("history", history, History, "the History that train() returns"),
+        ("batch_generator", batch_generator, torch.Generator, "e.g. DeviceBatches.generator"),
+    ):
+        if value is not None:
+            check_instance(value, name, expected, f"{fix}, or None")
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         "model": model.state_dict(),
@@ -94,10 +110,20 @@ def load_checkpoint(
         ``step``, ``history``, ``rng``).
 
     Raises:
-        FileNotFoundError: no file at ``path``.
+        FileNotFoundError: no file at ``path`` (a folder included).
+        TypeError: ``path`` is not a str or Path, ``model`` is not a TinyDecoder, or
+            ``optimizer`` is not a torch optimizer.
         ValueError: the file is not a readable checkpoint, or it was written for a model
-            with a different config (the message lists the fields that differ).
+            with a different config (the message lists the fields that differ), or
+            ``map_location`` is not a device name.
+        RuntimeError: ``map_location`` is a CUDA or MPS device this machine does not have.
     """
+    if model is not None:
+        model = check_instance(
+            unwrap_model(model), "model", TinyDecoder, "the model to load the weights into"
+        )
+    if optimizer is not None:
+        check_instance(optimizer, "optimizer", torch.optim.Optimizer, "or None")
     state = _read(path, map_location)
     if not isinstance(state, dict) or "model" not in state or "model_config" not in state:
         found = sorted(state)[:8] if isinstance(state, dict) else type(state).__name__
@@ -130,11 +156,25 @@ def load_checkpoint(
     return state
 
 
+def _check_path(path: object) -> Path:
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(
+            f"path must be a str or pathlib.Path, got {type(path).__name__}; e.g. "
+            '"checkpoints/model.pt"'
+        )
+    return Path(path)
+
+
 def _read(path: object, map_location: object) -> object:
     """torch.load with weights_only=True; torch's errors re-raised in the course's words."""
-    if not isinstance(path, str | Path):
-        raise TypeError(f"path must be a str or pathlib.Path, got {type(path).__name__}")
-    path = Path(path)
+    path = _check_path(path)
+    if isinstance(map_location, str | torch.device):
+        map_location = as_device(map_location, "map_location")
+    if path.is_dir():
+        raise FileNotFoundError(
+            f"{path} is a directory, not a checkpoint file; pass the file inside it, e.g. "
+            f"{path / 'model.pt'}"
+        )
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}; train first, or check the path")
     try:
@@ -164,7 +204,11 @@ def _read(path: object, map_location: object) -> object:
 def model_from_checkpoint(
     path: str | Path, map_location: torch.device | str = "cpu"
 ) -> TinyDecoder:
-    """Rebuild a :class:`TinyDecoder` from a checkpoint's stored config and load its weights."""
+    """Rebuild a :class:`TinyDecoder` from a checkpoint's stored config and load its weights.
+
+    Raises:
+        FileNotFoundError, TypeError, ValueError: as :func:`load_checkpoint`.
+    """
     state = load_checkpoint(path, map_location=map_location)
     model = TinyDecoder(ModelConfig(**state["model_config"]))
     model.load_state_dict(state["model"])

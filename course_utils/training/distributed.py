@@ -9,6 +9,8 @@ import os
 import torch
 import torch.distributed as dist
 
+from course_utils.checks import as_device
+
 
 def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
     """The model inside ``torch.compile`` and ``DistributedDataParallel`` wrappers."""
@@ -40,9 +42,11 @@ def init_distributed(device: torch.device | str = "cpu") -> tuple[int, int, torc
         ``(rank, world_size, device)``; the device gets the local GPU index on CUDA.
 
     Raises:
-        ValueError: several processes asked for a device other than CPU or CUDA.
+        ValueError: ``device`` is not a device name, or several processes asked for a device
+            other than CPU or CUDA.
+        RuntimeError: a CUDA or MPS device this machine does not have.
     """
-    device = torch.device(device)
+    device = as_device(device)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
         return 0, 1, device

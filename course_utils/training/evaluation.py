@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 
+from course_utils.checks import as_device, check_instance
 from course_utils.config import TrainConfig
 from course_utils.training.batches import DeviceBatches
 from course_utils.training.distributed import _all_reduce_sum, unwrap_model
@@ -55,17 +58,39 @@ def estimate_loss(
         ``{split name: mean cross-entropy in nats per token}`` (Python floats).
 
     Raises:
-        ValueError, TypeError: from :class:`DeviceBatches` for a stream that is not 1-D
-            integer ids or is not longer than ``block_size``.
+        TypeError: ``splits`` is not a dict of streams, ``config`` is not a TrainConfig; a
+            stream that is not integer ids (the message names the split).
+        ValueError: ``splits`` is empty; a stream that is not 1-D or is not longer than
+            ``block_size``; an unknown device name.
+        RuntimeError: a CUDA or MPS device this machine does not have.
     """
-    device = torch.device(device)
+    if not isinstance(splits, Mapping):
+        raise TypeError(
+            f"splits must be a dict of name -> 1-D token stream, got {type(splits).__name__}; "
+            'e.g. estimate_loss(model, {"train": train_data, "val": val_data}, config)'
+        )
+    if not splits:
+        raise ValueError(
+            f'splits is empty ({dict(splits)}): give at least one stream, e.g. {{"val": val_data}}'
+        )
+    config = check_instance(
+        config, "config", TrainConfig, "batch_size, eval_iters and seed come from the TrainConfig"
+    )
+    device = as_device(device)
     block_size = unwrap_model(model).config.block_size
     was_training = model.training
     model.eval()
     result = {}
     for name, data in splits.items():
         batches = DeviceBatches(
-            data, block_size, config.batch_size, device, eval_seed(config), rank, world_size
+            data,
+            block_size,
+            config.batch_size,
+            device,
+            eval_seed(config),
+            rank,
+            world_size,
+            name=str(name),
         )
         losses = []
         for _ in range(config.eval_iters):

@@ -37,12 +37,21 @@ def check_training_inputs(
         ``(train_data, val_data, device)``: both streams as int64 tensors, and the device.
 
     Raises:
-        TypeError: ``config`` is not a TrainConfig, data that are not integer ids (text,
-            floats), a ``max_steps`` that is not an int, a bad ``checkpoint_path``.
+        TypeError: ``model`` is not a module with a ModelConfig, ``config`` is not a
+            TrainConfig, data that are not integer ids (text, floats), a ``max_steps`` that
+            is not an int, a bad ``checkpoint_path``.
         ValueError: a stream not 1-D, too short for one window of ``block_size + 1`` tokens,
             or with ids outside ``[0, vocab_size)``; the model on another device than
             ``device``; ``max_steps < 1``; an unknown device name.
+        RuntimeError: ``device`` is a CUDA or MPS device this machine does not have.
     """
+    if not isinstance(model, torch.nn.Module) or not isinstance(
+        getattr(model, "config", None), ModelConfig
+    ):
+        raise TypeError(
+            f"model must be a TinyDecoder (a module whose .config is a ModelConfig), got "
+            f"{type(model).__name__}; build it with TinyDecoder(ModelConfig(...))"
+        )
     if not isinstance(config, TrainConfig):
         hint = " (that is the model's config)" if isinstance(config, ModelConfig) else ""
         raise TypeError(

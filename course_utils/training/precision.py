@@ -19,6 +19,7 @@ import contextlib
 
 import torch
 
+from course_utils.checks import as_device, check_choice, check_instance, check_int
 from course_utils.config import TrainConfig
 
 PRECISIONS = ("bf16", "fp16", "fp32")
@@ -47,9 +48,27 @@ def choose_precision(
         One of :data:`PRECISIONS`.
 
     Raises:
+        TypeError: ``capability`` is not a pair of ints (``8.0``: pass ``(8, 0)``).
         ValueError: ``requested`` is not one of ``"float32"``, ``"bfloat16"``,
-            ``"float16"``, or ``device_type`` is ``"cuda"`` with no capability.
+            ``"float16"``; ``device_type`` is not a device type (``"gpu"``, or ``"cuda:0"``
+            with an index: pass ``torch.device(...).type``); or it is ``"cuda"`` with no
+            capability.
     """
+    if not isinstance(device_type, str) or _device_type(device_type) != device_type:
+        raise ValueError(
+            f"device_type must be a device type such as 'cpu', 'cuda' or 'mps' "
+            f"(torch.device.type), got {device_type!r}; pass torch.device(device).type"
+        )
+    if capability is not None:
+        if not isinstance(capability, tuple | list) or len(capability) != 2:
+            raise TypeError(
+                f"capability must be the pair (major, minor), got {capability!r}; e.g. (8, 0), "
+                "or torch.cuda.get_device_capability(device)"
+            )
+        capability = (
+            check_int(capability[0], "capability[0]"),
+            check_int(capability[1], "capability[1]"),
+        )
     if requested not in _REQUESTS:
         raise ValueError(
             f"requested precision must be one of {_REQUESTS}, got {requested!r}; set "
@@ -73,16 +92,42 @@ def choose_precision(
     return "fp32"
 
 
+def _device_type(name: str) -> str | None:
+    """The type of the device ``name`` names, or None when torch knows no such device."""
+    try:
+        return torch.device(name).type
+    except (RuntimeError, TypeError, ValueError):
+        return None
+
+
+def _check_config(config: object) -> TrainConfig:
+    return check_instance(
+        config, "config", TrainConfig, "its autocast_dtype says which precision is requested"
+    )
+
+
 def device_precision(device: torch.device | str, config: TrainConfig) -> str:
-    """:func:`choose_precision` for a real device (reads its compute capability)."""
-    device = torch.device(device)
+    """:func:`choose_precision` for a real device (reads its compute capability).
+
+    Raises:
+        TypeError: ``config`` is not a TrainConfig.
+        ValueError: ``device`` is not a device name.
+    """
+    config = _check_config(config)
+    device = as_device(device)
     capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
     return choose_precision(device.type, capability, config.autocast_dtype)
 
 
 def describe_precision(precision: str, device: torch.device | str) -> str:
-    """One line for the user: what runs in which format, and why."""
-    device = torch.device(device)
+    """One line for the user: what runs in which format, and why.
+
+    Raises:
+        ValueError: ``precision`` is not one of :data:`PRECISIONS`, or ``device`` is not a
+            device name.
+    """
+    check_choice(precision, "precision", PRECISIONS)
+    device = as_device(device)
     why = {
         "bf16": "bfloat16 autocast (float32 weights; no loss scaling needed)",
         "fp16": "float16 autocast with a GradScaler (float32 weights; loss scaled so small "
@@ -104,8 +149,15 @@ def autocast_context(device: torch.device, config: TrainConfig, precision: str |
         device: where the model runs.
         config: ``autocast_dtype`` says what is requested (see :func:`choose_precision`).
         precision: the already chosen precision (skips reading the device again).
+
+    Raises:
+        TypeError: ``config`` is not a TrainConfig.
+        ValueError: ``precision`` is not None nor one of :data:`PRECISIONS`.
     """
-    device = torch.device(device)
+    config = _check_config(config)
+    if precision is not None:
+        check_choice(precision, "precision", PRECISIONS)
+    device = as_device(device)
     precision = precision or device_precision(device, config)
     if precision == "fp32":
         return contextlib.nullcontext()
@@ -113,7 +165,13 @@ def autocast_context(device: torch.device, config: TrainConfig, precision: str |
 
 
 def make_grad_scaler(device: torch.device | str, precision: str) -> torch.amp.GradScaler | None:
-    """A :class:`torch.amp.GradScaler` for fp16 training, ``None`` for bf16 and fp32."""
+    """A :class:`torch.amp.GradScaler` for fp16 training, ``None`` for bf16 and fp32.
+
+    Raises:
+        ValueError: ``precision`` is not one of :data:`PRECISIONS` (e.g. ``"float16"``, the
+            config's name: pass ``device_precision(device, config)``).
+    """
+    check_choice(precision, "precision", PRECISIONS)
     if precision != "fp16":
         return None
     return torch.amp.GradScaler(torch.device(device).type)

@@ -6,11 +6,35 @@ import math
 
 import torch
 
-from course_utils.config import TrainConfig
+from course_utils.checks import check_instance, check_int
+from course_utils.config import ModelConfig, TrainConfig
+
+
+def _check_train_config(config: object) -> TrainConfig:
+    hint = "that is the model's config; " if isinstance(config, ModelConfig) else ""
+    return check_instance(
+        config,
+        "config",
+        TrainConfig,
+        f"{hint}build it with TrainConfig(batch_size=..., max_iters=...) or "
+        "get_config(name, vocab_size)[1]",
+    )
 
 
 def learning_rate_at(step: int, config: TrainConfig) -> float:
-    """Linear warm-up to ``learning_rate``, then cosine decay to ``min_lr`` at ``max_iters``."""
+    """Linear warm-up to ``learning_rate``, then cosine decay to ``min_lr`` at ``max_iters``.
+
+    Args:
+        step: the optimizer step, an int from 0 (steps past ``max_iters`` get ``min_lr``).
+        config: the run's :class:`~course_utils.config.TrainConfig`.
+
+    Raises:
+        TypeError: ``step`` is not an int (``2.5``, ``"3"``), or ``config`` is not a
+            TrainConfig (e.g. the ModelConfig).
+        ValueError: ``step < 0``.
+    """
+    config = _check_train_config(config)
+    step = check_int(step, "step", minimum=0, why="optimizer steps count from 0")
     if step < config.warmup_iters:
         return config.learning_rate * (step + 1) / config.warmup_iters
     progress = (step - config.warmup_iters) / max(1, config.max_iters - config.warmup_iters)
@@ -37,7 +61,12 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.A
 
     The fused kernel (one launch updates every tensor) is used where PyTorch has it for the
     parameters' device (CUDA, CPU, MPS, ...); elsewhere PyTorch's default implementation.
+
+    Raises:
+        TypeError: ``model`` is not an ``nn.Module``, or ``config`` is not a TrainConfig.
     """
+    check_instance(model, "model", torch.nn.Module, "pass the model itself, e.g. TinyDecoder(...)")
+    config = _check_train_config(config)
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.ndim >= 2]
     no_decay = [p for p in params if p.ndim < 2]
