@@ -45,7 +45,8 @@ def _setup_lines(results: dict) -> list[str]:
         f"B={results['batch_size']}, T={config['block_size']}: "
         f"{results['tokens_per_step']:,} tokens/step; data: {results['data']})",
         f"device {results['device']}: {results['device_name']}; {results['threads']} CPU "
-        f"threads; torch {results['torch']}; {results['date']}",
+        f"thread{'s' if results['threads'] != 1 else ''}; torch {results['torch']}; "
+        f"{results['date']}",
         f"each row: {results['warmup_steps']} warm-up steps excluded, then "
         f"{results['timed_steps']} timed steps" + rounds,
     ]

@@ -106,4 +106,5 @@ def describe_device(device: torch.device | str) -> str:
         return f"cuda: {props.name}, {props.total_memory / 2**30:.0f} GiB"
     if device.type == "mps":
         return "mps: Apple GPU"
-    return f"cpu: {torch.get_num_threads()} threads"
+    threads = torch.get_num_threads()
+    return f"cpu: {threads} thread{'s' if threads != 1 else ''}"

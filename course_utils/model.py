@@ -17,7 +17,7 @@ from course_utils.embedding import (
     token_ids_trusted,
 )
 from course_utils.layers import DecoderBlock, LayerNorm
-from course_utils.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from course_utils.positional import additive_positions
 from course_utils.sampling import _draw
 
 #: Target id left out of the loss (F.cross_entropy's default ignore_index), e.g. padding.
@@ -60,12 +60,9 @@ class TinyDecoder(nn.Module):
             config, "config", ModelConfig, "build it with ModelConfig(**settings)"
         )
         self.token_embedding = TokenEmbedding(config.vocab_size, config.d_model)
-        if config.positional == "sinusoidal":
-            self.position = SinusoidalPositionalEncoding(config.block_size, config.d_model)
-        elif config.positional == "learned":
-            self.position = LearnedPositionalEmbedding(config.block_size, config.d_model)
-        else:  # rope: nothing is added to the embeddings; attention rotates q and k
-            self.position = nn.Identity()
+        # sinusoidal or learned: a table added to the embeddings; rope: nn.Identity (nothing is
+        # added; attention rotates q and k)
+        self.position = additive_positions(config.positional, config.block_size, config.d_model)
         rotary_max_len = config.block_size if config.positional == "rope" else None
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(

@@ -14,6 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from makefile_env import clean_make_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,7 +103,7 @@ def _make(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.C
     return subprocess.run(
         ["make", "--no-print-directory", *args],
         cwd=cwd,
-        env={**os.environ, **(env or {})},
+        env=clean_make_env(env),
         capture_output=True,
         text=True,
         timeout=300,

@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 import network_guard
 import pytest
+from makefile_env import clean_make_env
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,6 +110,7 @@ def test_the_makefile_runs_tests_and_notebooks_with_the_guard():
     dry_run = subprocess.run(
         ["make", "-n", "-o", ".venv/.installed", "test", "course"],
         cwd=ROOT,
+        env=clean_make_env(),
         capture_output=True,
         text=True,
         timeout=60,

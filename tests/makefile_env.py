@@ -1,0 +1,23 @@
+"""The environment for a test's own ``make`` call: the Makefile's defaults, whatever the outer
+``make`` was given.
+
+``make test TORCH=system`` puts ``TORCH=system`` into the environment of its recipes (and into
+``MAKEFLAGS``), so a test that runs ``make -n setup`` to check the default would otherwise see
+the instructor's choice instead of the default.
+"""
+
+from __future__ import annotations
+
+import os
+
+# The variables of the course's Makefile that a user may set on the command line.
+MAKEFILE_VARIABLES = (
+    "VENV", "PYTHON", "TORCH", "PORT", "ARGS", "TESTS", "NBVAL", "CONFIG", "NPROC", "JOBS"
+)  # fmt: skip
+MAKE_STATE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+
+
+def clean_make_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """``os.environ`` without the outer make's state and Makefile variables, plus ``extra``."""
+    dropped = set(MAKEFILE_VARIABLES) | set(MAKE_STATE)
+    return {**{k: v for k, v in os.environ.items() if k not in dropped}, **(extra or {})}
