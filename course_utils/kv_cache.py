@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.attention import merge_heads, split_heads
+from course_utils.checks import as_id_tensor, check_bool, check_instance, check_int, check_tensor
 from course_utils.embedding import check_token_ids
 from course_utils.layers import DecoderBlock
 from course_utils.model import TinyDecoder
@@ -55,10 +56,26 @@ class KVCache:
     Attributes:
         keys: one tensor per layer, ``(B, h, T_cached, d_k)``.
         values: one tensor per layer, ``(B, h, T_cached, d_k)``.
+
+    Raises:
+        TypeError: ``keys`` or ``values`` is not a list of tensors.
+        ValueError: they do not hold one tensor per layer each.
     """
 
     keys: list[torch.Tensor] = field(default_factory=list)
     values: list[torch.Tensor] = field(default_factory=list)
+
+    def __post_init__(self):
+        """Check ``keys`` and ``values`` (usually both empty: ``KVCache()``)."""
+        for name in ("keys", "values"):
+            tensors = check_instance(getattr(self, name), name, list, "start with KVCache()")
+            for i, tensor in enumerate(tensors):
+                check_tensor(tensor, f"{name}[{i}]", "(B, h, T_cached, d_k)")
+        if len(self.keys) != len(self.values):
+            raise ValueError(
+                f"keys and values must hold one tensor per layer each, got {len(self.keys)} "
+                f"and {len(self.values)}; start with KVCache()"
+            )
 
     def __len__(self) -> int:
         """T_cached: the number of tokens whose keys and values are stored."""
@@ -77,23 +94,17 @@ class KVCache:
             ``(keys, values)`` of that layer, ``(B, h, T_cached + T_new, d_k)`` each.
 
         Raises:
-            ValueError: ``layer`` skips a layer, or the shapes do not match the cache.
+            TypeError: ``layer`` is not an int, ``k`` or ``v`` is not a tensor.
+            ValueError: ``layer`` skips a layer, the shapes do not match the cache, or ``k``
+                and ``v`` differ from each other or from the cache in dtype or device.
         """
-        if k.ndim != 4 or k.shape != v.shape:
-            raise ValueError(
-                f"k and v must both be (B, h, T_new, d_k), got {tuple(k.shape)} and "
-                f"{tuple(v.shape)}; split the heads first"
-            )
+        layer = check_int(layer, "layer", minimum=0, why="the block index")
+        self._check_new(layer, check_tensor(k, "k"), check_tensor(v, "v"))
         if layer == len(self.keys):  # the first step of this layer
             self.keys.append(k)
             self.values.append(v)
-        elif 0 <= layer < len(self.keys):
+        elif layer < len(self.keys):
             cached = self.keys[layer]
-            if cached.shape[:2] != k.shape[:2] or cached.shape[3] != k.shape[3]:
-                raise ValueError(
-                    f"layer {layer} caches (B, h, T, d_k) = {tuple(cached.shape)}; the new "
-                    f"keys {tuple(k.shape)} differ in B, h or d_k"
-                )
             # Append along the time axis: (B, h, T_cached, d_k) -> (B, h, T_cached + T_new, d_k)
             self.keys[layer] = torch.cat([cached, k], dim=2)
             self.values[layer] = torch.cat([self.values[layer], v], dim=2)
@@ -103,6 +114,34 @@ class KVCache:
                 "fill layers 0, 1, ... in order"
             )
         return self.keys[layer], self.values[layer]
+
+    def _check_new(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """ValueError unless ``k`` and ``v`` are alike ``(B, h, T_new, d_k)`` tensors that
+        fit the cache of ``layer`` (same B, h, d_k, dtype and device)."""
+        if k.ndim != 4 or k.shape != v.shape:
+            raise ValueError(
+                f"k and v must both be (B, h, T_new, d_k), got {tuple(k.shape)} and "
+                f"{tuple(v.shape)}; split the heads first"
+            )
+        if (k.dtype, k.device) != (v.dtype, v.device):
+            raise ValueError(
+                f"k and v must have one dtype and device, got k {k.dtype} on {k.device} and "
+                f"v {v.dtype} on {v.device}"
+            )
+        if not layer < len(self.keys):
+            return
+        cached = self.keys[layer]
+        if cached.shape[:2] != k.shape[:2] or cached.shape[3] != k.shape[3]:
+            raise ValueError(
+                f"layer {layer} caches (B, h, T, d_k) = {tuple(cached.shape)}; the new "
+                f"keys {tuple(k.shape)} differ in B, h or d_k"
+            )
+        if (cached.dtype, cached.device) != (k.dtype, k.device):
+            raise ValueError(
+                f"layer {layer} caches {cached.dtype} on {cached.device}, the new keys are "
+                f"{k.dtype} on {k.device}; run every step with the same model (or start a new "
+                "KVCache())"
+            )
 
     def nbytes(self) -> int:
         """Bytes held by all cached tensors: ``2 * n_layers * B * T * d_model * bytes``."""
@@ -155,23 +194,25 @@ def forward_with_cache(model: TinyDecoder, ids: torch.Tensor, cache: KVCache) ->
 
     Args:
         model: a :class:`TinyDecoder` (pre-LN blocks).
-        ids: int64 ``(B, T_new)``, the tokens after the cached ones.
+        ids: ``(B, T_new)`` token ids, the tokens after the cached ones (any integer dtype;
+            a numpy array or nested list too); moved to the model's device.
         cache: a :class:`KVCache`, extended in place by ``T_new`` in every layer.
 
     Returns:
         logits ``(B, T_new, V)``.
 
     Raises:
-        ValueError: ``len(cache) + T_new > block_size`` (crop first), bad ids, a batch size
-            that differs from the cache's, or a model in training mode.
-        TypeError: blocks that are not pre-LN :class:`DecoderBlock`.
+        ValueError: ``len(cache) + T_new > block_size`` (crop first), ids of another shape or
+            outside ``[0, vocab_size)``, a batch size that differs from the cache's, or a
+            model in training mode.
+        TypeError: a model that is not a :class:`TinyDecoder` or whose blocks are not pre-LN
+            :class:`DecoderBlock`, a cache that is not a :class:`KVCache`, float ids or text.
     """
+    check_instance(model, "model", TinyDecoder, "e.g. load_baby()[0] or TinyDecoder(config)")
+    check_instance(cache, "cache", KVCache, "start with cache = KVCache(), then pass it back")
     if model.training:
         raise ValueError("call model.eval() first: dropout would make the cache inconsistent")
-    if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.shape[1] == 0:
-        shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-        raise ValueError(f"ids must be (B, T_new) with T_new >= 1, got {shape}")
-    check_token_ids(ids, model.config.vocab_size)
+    ids = _as_ids(model, ids, "(B, T_new)")
     start, block_size = len(cache), model.config.block_size
     if start + ids.shape[1] > block_size:
         raise ValueError(
@@ -190,47 +231,67 @@ def forward_with_cache(model: TinyDecoder, ids: torch.Tensor, cache: KVCache) ->
     return model.lm_head(model.final_norm(x))  # (B, T_new, C) -> (B, T_new, V)
 
 
-def _check_generate_args(model: TinyDecoder, ids, max_new_tokens: int, crop_to: int | None) -> int:
-    """Validate the arguments of both generators; return ``crop_to`` (default block_size // 2)."""
-    if not isinstance(ids, torch.Tensor) or ids.ndim != 2 or ids.shape[1] == 0:
-        shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+def _as_ids(model: TinyDecoder, ids: object, axes: str) -> torch.Tensor:
+    """``ids`` as a checked int64 ``(B, T)`` tensor on the model's device, B, T >= 1 (lists
+    and numpy arrays are converted, as ``TinyDecoder.generate`` does)."""
+    ids = as_id_tensor(ids, "ids")
+    if ids.ndim != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
+        fix = "; add a batch axis with ids[None]" if ids.ndim == 1 else ""
         raise ValueError(
-            f"the prompt must be (B, T0) token ids with T0 >= 1, got {shape}; "
-            "add a batch axis with ids[None]"
+            f"ids must be {axes} token ids with at least one token per row, got shape "
+            f"{tuple(ids.shape)}{fix}"
         )
-    check_token_ids(ids, model.config.vocab_size)
-    if (
-        isinstance(max_new_tokens, bool)
-        or not isinstance(max_new_tokens, int)
-        or max_new_tokens < 0
-    ):
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    check_token_ids(ids, model.config.vocab_size, "ids")
+    return ids.to(model.lm_head.weight.device)
+
+
+#: The keyword arguments of :func:`course_utils.sampling.sample_next`.
+SAMPLING_OPTIONS = ("temperature", "top_k", "top_p", "greedy", "generator")
+
+
+def _check_generate_args(
+    model: TinyDecoder, ids, max_new_tokens, crop_to, return_logits, sampling: dict
+) -> tuple[torch.Tensor, int, int]:
+    """Validate the arguments of both generators; return ``(ids, max_new_tokens, crop_to)``
+    with ids converted and ``crop_to`` filled in (default block_size // 2)."""
+    check_instance(model, "model", TinyDecoder, "e.g. load_baby()[0] or TinyDecoder(config)")
+    ids = _as_ids(model, ids, "(B, T0)")
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0)
     block_size = model.config.block_size
-    crop_to = block_size // 2 if crop_to is None else crop_to
-    if isinstance(crop_to, bool) or not isinstance(crop_to, int) or not 1 <= crop_to <= block_size:
+    crop_to = block_size // 2 if crop_to is None else check_int(crop_to, "crop_to")
+    if not 1 <= crop_to <= block_size:
         raise ValueError(
             f"crop_to must be an int in [1, block_size={block_size}], got {crop_to!r}; it is "
             "how many recent tokens are kept when the context window is full"
         )
-    return crop_to
+    check_bool(return_logits, "return_logits")
+    unknown = [name for name in sampling if name not in SAMPLING_OPTIONS]
+    if unknown:
+        raise TypeError(
+            f"unknown sampling option(s) {unknown}; the options are {', '.join(SAMPLING_OPTIONS)}"
+            " (see course_utils.sampling.sample_next)"
+        )
+    return ids, max_new_tokens, crop_to
 
 
 @contextmanager
 def _generating(
-    model: TinyDecoder, ids, max_new_tokens: int, crop_to: int | None
-) -> Iterator[tuple[int, int]]:
+    model: TinyDecoder, ids, max_new_tokens, crop_to, return_logits, sampling: dict
+) -> Iterator[tuple[torch.Tensor, int, int, int]]:
     """The setup both generators share: check the arguments, then run the ``with`` block
     in eval mode (the model's own mode comes back afterwards, even after an error).
 
     Yields:
-        ``(crop_to, start)``: ``crop_to`` with its default filled in, and where the first
-        context starts in ``ids`` (the prompt's last ``block_size`` tokens).
+        ``(ids, max_new_tokens, crop_to, start)``: the checked arguments (ids as an int64
+        tensor on the model's device, ``crop_to`` with its default filled in), and where the
+        first context starts in ``ids`` (the prompt's last ``block_size`` tokens).
     """
-    crop_to = _check_generate_args(model, ids, max_new_tokens, crop_to)
+    checked = _check_generate_args(model, ids, max_new_tokens, crop_to, return_logits, sampling)
+    ids, max_new_tokens, crop_to = checked
     was_training = model.training
     model.eval()
     try:
-        yield crop_to, max(0, ids.shape[1] - model.config.block_size)
+        yield ids, max_new_tokens, crop_to, max(0, ids.shape[1] - model.config.block_size)
     finally:
         model.train(was_training)
 
@@ -253,7 +314,8 @@ def generate(
 
     Args:
         model: a :class:`TinyDecoder`; put in eval mode for the call.
-        ids: int64 ``(B, T0)`` prompt, on the model's device.
+        ids: ``(B, T0)`` prompt of token ids (any integer dtype; a numpy array or nested list
+            of ints is converted, as by ``TinyDecoder.generate``); moved to the model's device.
         max_new_tokens: tokens to add, >= 0.
         crop_to: tokens kept when the window is full, in ``[1, block_size]``; default
             ``block_size // 2``. ``block_size`` gives ``TinyDecoder.generate``'s sliding window.
@@ -266,10 +328,16 @@ def generate(
         ``(B, max_new_tokens, V)`` float32.
 
     Raises:
-        ValueError: bad prompt, max_new_tokens or crop_to; bad sampling options.
+        TypeError: a model that is not a :class:`TinyDecoder`; a float ``max_new_tokens`` or
+            ``crop_to``; float ids or text; a ``return_logits`` that is not a bool; an unknown
+            sampling option (the sampling options' own types: see ``sample_next``).
+        ValueError: a prompt that is not ``(B, T0)`` with ``T0 >= 1`` or has ids outside
+            ``[0, vocab_size)``; ``max_new_tokens < 0``; ``crop_to`` outside
+            ``[1, block_size]``; bad sampling values (see ``sample_next``).
     """
     steps: list[torch.Tensor] = []  # each step's (B, V) logits
-    with _generating(model, ids, max_new_tokens, crop_to) as (crop_to, start):
+    with _generating(model, ids, max_new_tokens, crop_to, return_logits, sampling) as checked:
+        ids, max_new_tokens, crop_to, start = checked
         block_size = model.config.block_size
         for _ in range(max_new_tokens):
             logits = model(ids[:, start:])[0][:, -1, :].float()  # (B, T, V) -> (B, V)
@@ -301,10 +369,16 @@ def generate_with_cache(
         ``(B, max_new_tokens, V)`` float32.
 
     Raises:
-        ValueError: bad prompt, max_new_tokens or crop_to; bad sampling options.
+        TypeError: a model that is not a :class:`TinyDecoder`; a float ``max_new_tokens`` or
+            ``crop_to``; float ids or text; a ``return_logits`` that is not a bool; an unknown
+            sampling option (the sampling options' own types: see ``sample_next``).
+        ValueError: a prompt that is not ``(B, T0)`` with ``T0 >= 1`` or has ids outside
+            ``[0, vocab_size)``; ``max_new_tokens < 0``; ``crop_to`` outside
+            ``[1, block_size]``; bad sampling values (see ``sample_next``).
     """
     steps, cache = [], KVCache()  # each step's (B, V) logits; the keys and values so far
-    with _generating(model, ids, max_new_tokens, crop_to) as (crop_to, start):
+    with _generating(model, ids, max_new_tokens, crop_to, return_logits, sampling) as checked:
+        ids, max_new_tokens, crop_to, start = checked
         block_size = model.config.block_size
         logits = forward_with_cache(model, ids[:, start:], cache)[:, -1, :].float()  # prefill
         for step in range(max_new_tokens):
@@ -341,7 +415,8 @@ def time_per_token(
 
     Args:
         model: a :class:`TinyDecoder` in eval mode, on its device (CUDA is synchronised).
-        context_lengths: each T in ``[1, block_size - repeats + 1]``.
+        context_lengths: a list (or tuple, range) of ints, each T in
+            ``[1, block_size - repeats + 1]``.
         use_cache: time :func:`forward_with_cache` instead of ``model(ids)``.
         repeats: steps timed per length (with the cache: consecutive steps T, T+1, ...).
 
@@ -349,16 +424,14 @@ def time_per_token(
         One float per context length, in seconds.
 
     Raises:
-        ValueError: a length outside that range, ``repeats < 1``, or a model in training mode.
+        TypeError: a model that is not a :class:`TinyDecoder`, ``context_lengths`` that is
+            not a list of ints (one int: pass ``[T]``), a ``use_cache`` that is not a bool,
+            a float ``repeats``.
+        ValueError: a length outside that range, ``repeats`` outside ``[1, block_size]``, or
+            a model in training mode.
     """
+    context_lengths, repeats = _check_timing_args(model, context_lengths, use_cache, repeats)
     block_size, device = model.config.block_size, next(model.parameters()).device
-    if repeats < 1 or any(not 1 <= t <= block_size - repeats + 1 for t in context_lengths):
-        raise ValueError(
-            f"need repeats >= 1 and every context length in [1, block_size - repeats + 1 = "
-            f"{block_size - repeats + 1}], got repeats={repeats}, lengths={list(context_lengths)}"
-        )
-    if model.training:
-        raise ValueError("call model.eval() first: timings should not include dropout")
     ids = torch.randint(model.config.vocab_size, (1, block_size), device=device)
 
     def timed(function, *args) -> float:
@@ -384,3 +457,31 @@ def time_per_token(
             steps = [timed(model, ids[:, :length]) for _ in range(repeats)]
         medians.append(sorted(steps)[len(steps) // 2])
     return medians
+
+
+def _check_timing_args(model, context_lengths, use_cache, repeats) -> tuple[list[int], int]:
+    """The checks of :func:`time_per_token`; return the lengths as ints, and ``repeats``."""
+    check_instance(model, "model", TinyDecoder, "e.g. load_baby()[0] or TinyDecoder(config)")
+    check_bool(use_cache, "use_cache")
+    block_size = model.config.block_size
+    repeats = check_int(repeats, "repeats", minimum=1, maximum=block_size, why="steps per length")
+    if isinstance(context_lengths, str | bytes):
+        raise TypeError(f"context_lengths must be a list of ints, got {context_lengths!r}")
+    try:
+        lengths = list(context_lengths)
+    except TypeError:
+        raise TypeError(
+            f"context_lengths must be a list of ints, got {context_lengths!r} "
+            f"({type(context_lengths).__name__}); for one length pass [{context_lengths!r}]"
+        ) from None
+    lengths = [check_int(t, f"context_lengths[{i}]") for i, t in enumerate(lengths)]
+    longest = block_size - repeats + 1
+    if any(not 1 <= t <= longest for t in lengths):
+        raise ValueError(
+            f"need every context length in [1, block_size - repeats + 1 = {longest}], got "
+            f"lengths={lengths} with repeats={repeats}; with the cache, step T + repeats - 1 "
+            "must still fit in block_size"
+        )
+    if model.training:
+        raise ValueError("call model.eval() first: timings should not include dropout")
+    return lengths, repeats

@@ -11,8 +11,31 @@ import math
 import torch
 from torch import nn
 
-from course_utils.checks import check_choice, check_float, check_int
+from course_utils.checks import check_choice, check_float, check_int, check_tensor
 from course_utils.config import POSITIONAL_KINDS
+
+
+def _check_base(base: object) -> float:
+    """``base`` as a float > 1: the wavelengths grow geometrically from 2*pi to base*2*pi,
+    so base = 1 gives every pair the same frequency and base < 1 reverses the order."""
+    why = "the longest wavelength is base * 2*pi positions; 10000 in the paper"
+    return check_float(base, "base", 1.0, math.inf, low_open=True, high_open=True, why=why)
+
+
+def _check_float_dtype(dtype: object) -> torch.dtype:
+    """``dtype`` if it is a floating ``torch.dtype`` (an integer table would truncate every
+    sine and cosine to -1, 0 or 1)."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(
+            f"dtype must be a torch.dtype such as torch.float32, got {dtype!r} "
+            f"({type(dtype).__name__})"
+        )
+    if not dtype.is_floating_point:
+        raise TypeError(
+            f"dtype must be a floating dtype (torch.float32, torch.float64, ...), got {dtype}: "
+            "sines and cosines in [-1, 1] would be truncated to integers"
+        )
+    return dtype
 
 
 def sinusoidal_positional_encoding(
@@ -27,18 +50,21 @@ def sinusoidal_positional_encoding(
     Args:
         max_len: number of positions (rows), i.e. the longest sequence, not the vocabulary size.
         d_model: width C; must be even (sin/cos pairs).
-        base: 10000 in the paper.
+        base: 10000 in the paper; must be > 1.
         dtype: float dtype of the result.
 
     Returns:
         Tensor of shape ``(max_len, d_model)``.
 
     Raises:
-        ValueError: ``d_model`` is odd or a size is not positive.
+        TypeError: a size that is not an int, a ``base`` that is not a number, a ``dtype``
+            that is not a floating ``torch.dtype``.
+        ValueError: ``d_model`` is odd, a size is not positive, or ``base <= 1``.
     """
     max_len = check_int(max_len, "max_len", minimum=1, why="the longest sequence, in tokens")
     d_model = check_int(d_model, "d_model", minimum=1)
-    base = check_float(base, "base", 1.0, math.inf, low_open=True, high_open=True)
+    base = _check_base(base)
+    dtype = _check_float_dtype(dtype)
     if d_model % 2:
         raise ValueError(f"d_model must be even for sin/cos pairs, got {d_model}")
     position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
@@ -52,6 +78,13 @@ def sinusoidal_positional_encoding(
 
 
 def _check_positions(x: torch.Tensor, max_len: int, d_model: int) -> None:
+    """Raise unless ``x`` is a float tensor ``(B, T, d_model)`` with ``T <= max_len``."""
+    check_tensor(x, "x", f"float (B, T, d_model={d_model})")
+    if not x.dtype.is_floating_point:
+        raise TypeError(
+            f"x must be float embeddings (B, T, d_model={d_model}), got dtype {x.dtype}; "
+            "positions are added to the token embeddings, not to the ids"
+        )
     if x.ndim != 3 or x.shape[-1] != d_model:
         raise ValueError(f"expected x of shape (B, T, d_model={d_model}), got {tuple(x.shape)}")
     if x.shape[1] > max_len:
@@ -67,16 +100,17 @@ class SinusoidalPositionalEncoding(nn.Module):
     Shapes: ``(B, T, d_model)`` -> ``(B, T, d_model)``, with ``T <= max_len``.
 
     Raises:
+        TypeError: bad sizes or base (see :func:`sinusoidal_positional_encoding`); an ``x``
+            that is not a float tensor (a numpy array, a list, token ids).
         ValueError: wrong shape, or ``T > max_len``.
     """
 
     def __init__(self, max_len: int, d_model: int, base: float = 10000.0):
         super().__init__()
-        self.max_len, self.d_model = max_len, d_model
+        pe = sinusoidal_positional_encoding(max_len, d_model, base)  # checks the arguments
+        self.max_len, self.d_model = pe.shape
         # A buffer: moves with .to(device) but is not trained (and not saved, it is recomputed).
-        self.register_buffer(
-            "pe", sinusoidal_positional_encoding(max_len, d_model, base), persistent=False
-        )
+        self.register_buffer("pe", pe, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_positions(x, self.max_len, self.d_model)
@@ -89,7 +123,9 @@ class LearnedPositionalEmbedding(nn.Module):
     Shapes: ``(B, T, d_model)`` -> ``(B, T, d_model)``, with ``T <= max_len``.
 
     Raises:
-        ValueError: wrong shape, or ``T > max_len``.
+        TypeError: a size that is not an int; an ``x`` that is not a float tensor (a numpy
+            array, a list, token ids).
+        ValueError: a size below 1, wrong shape, or ``T > max_len``.
     """
 
     def __init__(self, max_len: int, d_model: int):
@@ -136,9 +172,9 @@ def pe_shift_matrix(
     the block is ``[[cos b, sin b], [-sin b, cos b]]``. It depends on ``k`` only, not on ``pos``.
 
     Args:
-        k: the offset (may be negative).
+        k: the offset (may be negative; an int or a float).
         d_model: width C; must be even.
-        base: 10000 in the paper.
+        base: 10000 in the paper; must be > 1.
         dtype: float dtype of the result.
 
     Returns:
@@ -146,8 +182,13 @@ def pe_shift_matrix(
         ``table @ M(k).T``.
 
     Raises:
-        ValueError: ``d_model`` is odd or not positive.
+        TypeError: a ``k`` or ``base`` that is not a number, a ``d_model`` that is not an
+            int, a ``dtype`` that is not a floating ``torch.dtype``.
+        ValueError: ``d_model`` is odd or not positive, ``k`` is NaN or infinite, ``base <= 1``.
     """
+    k = check_float(k, "k", -math.inf, math.inf, low_open=True, high_open=True)
+    d_model = check_int(d_model, "d_model")
+    base, dtype = _check_base(base), _check_float_dtype(dtype)
     if d_model <= 0 or d_model % 2:
         raise ValueError(f"d_model must be positive and even for sin/cos pairs, got {d_model}")
     pair = torch.arange(d_model // 2, dtype=torch.float64)
@@ -188,19 +229,23 @@ def apply_rotary_embedding(
     Args:
         x: float tensor ``(..., T, d)``, e.g. ``(B, h, T, d_k)`` or ``(T, d)``; ``d`` even.
         positions: the position of each of the T vectors; default ``0 .. T-1``. Any integer
-            or float tensor broadcastable to ``x.shape[:-1]``, e.g. ``(T,)`` or ``(B, 1, T)``.
-        base: 10000 in the paper.
+            or float tensor broadcastable to ``x.shape[:-1]``, e.g. ``(T,)`` or ``(B, 1, T)``
+            (a list or numpy array is converted).
+        base: 10000 in the paper; must be > 1 (the wavelengths grow from 2*pi to
+            base*2*pi positions; base = 1 would rotate every pair by the same angle).
 
     Returns:
         Tensor of the same shape and dtype as ``x``. (Angles are computed in float64, in
         float32 on Apple's MPS, which has no float64.)
 
     Raises:
-        TypeError: ``x`` is not a float tensor, or ``positions`` is not a real-number tensor.
-        ValueError: ``x`` has fewer than 2 dimensions, ``d`` is odd, or ``positions`` does not
-            broadcast to ``x.shape[:-1]``.
+        TypeError: ``x`` is not a float tensor, ``positions`` is not a real-number tensor
+            (or convertible to one), ``base`` is not a number.
+        ValueError: ``x`` has fewer than 2 dimensions, ``d`` is odd, ``positions`` does not
+            broadcast to ``x.shape[:-1]``, or ``base <= 1``.
     """
     _check_rotary_input(x)
+    base = _check_base(base)
     d = x.shape[-1]
     compute = torch.float32 if x.device.type == "mps" else torch.float64  # MPS: no float64
     positions = _rotary_positions(positions, x, compute)  # broadcasts to (..., T)
@@ -215,9 +260,9 @@ def apply_rotary_embedding(
 
 def _check_rotary_input(x: torch.Tensor) -> None:
     """Raise unless ``x`` is a float tensor ``(..., T, d)`` with ``d`` even."""
-    if not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
-        got = x.dtype if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(f"x must be a float tensor (..., T, d), got {got}")
+    check_tensor(x, "x", "float (..., T, d)")
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"x must be a float tensor (..., T, d), got {x.dtype}")
     if x.ndim < 2:
         raise ValueError(f"x must have shape (..., T, d), got {tuple(x.shape)}")
     d = x.shape[-1]
@@ -236,7 +281,13 @@ def _rotary_positions(
     if positions is None:
         return torch.arange(x.shape[-2], device=x.device, dtype=compute)
     if not isinstance(positions, torch.Tensor):
-        positions = torch.as_tensor(positions)
+        try:
+            positions = torch.as_tensor(positions)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(
+                f"positions must be a tensor of integer or float positions, got "
+                f"{type(positions).__name__}; e.g. torch.arange(T)"
+            ) from None
     if positions.dtype.is_complex or positions.dtype == torch.bool:
         raise TypeError(f"positions must be integer or float, got dtype {positions.dtype}")
     try:
@@ -262,18 +313,22 @@ class RotaryEmbedding(nn.Module):
     Args:
         head_dim: d_k, the width of one head; must be even.
         max_len: the longest sequence (the model's block_size).
-        base: 10000 in the paper.
+        base: 10000 in the paper; must be > 1 (see :func:`apply_rotary_embedding`).
 
     Shapes: ``(..., T, d_k)`` -> ``(..., T, d_k)``, with ``T <= max_len``.
 
     Raises:
-        ValueError: odd ``head_dim``, a last axis other than ``head_dim``, or ``T > max_len``.
+        TypeError: a size that is not an int, a ``base`` that is not a number; an ``x`` that
+            is not a float tensor.
+        ValueError: odd ``head_dim``, a size below 1, ``base <= 1``, a last axis other than
+            ``head_dim``, or ``T > max_len``.
     """
 
     def __init__(self, head_dim: int, max_len: int, base: float = 10000.0):
         super().__init__()
         head_dim = check_int(head_dim, "head_dim", minimum=1)
         max_len = check_int(max_len, "max_len", minimum=1, why="the longest sequence, in tokens")
+        base = _check_base(base)
         if head_dim % 2:
             raise ValueError(f"RoPE rotates channel pairs: head_dim must be even, got {head_dim}")
         self.head_dim, self.max_len = head_dim, max_len
@@ -307,9 +362,11 @@ class RotaryEmbedding(nn.Module):
         (:mod:`course_utils.kv_cache`): a new token is rotated by its absolute position.
 
         Raises:
+            TypeError: an ``x`` that is not a float tensor, an ``offset`` that is not an int.
             ValueError: wrong last axis, negative offset, or ``offset + T > max_len``.
         """
-        if x.ndim < 2 or x.shape[-1] != self.head_dim:
+        _check_rotary_input(x)
+        if x.shape[-1] != self.head_dim:
             raise ValueError(f"expected (..., T, d_k={self.head_dim}), got {tuple(x.shape)}")
         length = x.shape[-2]
         offset = check_int(offset, "offset")

@@ -197,7 +197,7 @@ def test_bad_inputs_raise_with_the_fix():
         generate_with_cache(model, prompt(), 3, crop_to=0)
     with pytest.raises(ValueError, match=r"crop_to must be an int in \[1, block_size=16\]"):
         generate(model, prompt(), 3, crop_to=BLOCK + 1)
-    with pytest.raises(ValueError, match="max_new_tokens must be an int >= 0"):
+    with pytest.raises(ValueError, match="max_new_tokens must be at least 0, got -1"):
         generate_with_cache(model, prompt(), -1)
     with pytest.raises(ValueError, match=r"ids\[None\]"):
         generate_with_cache(model, torch.tensor([1, 2, 3]), 3)

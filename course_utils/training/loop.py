@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from course_utils.checks import check_bool, check_float, check_instance
 from course_utils.config import TrainConfig
 from course_utils.embedding import trusted_token_ids
 from course_utils.layers import LayerNorm
@@ -39,7 +41,12 @@ def set_explicit_layer_norm(model: torch.nn.Module, explicit: bool) -> torch.nn.
     written out (``explicit=True``, the teaching path) and the fused ``F.layer_norm``.
 
     Returns ``model`` (changed in place).
+
+    Raises:
+        TypeError: ``model`` is not a ``torch.nn.Module``, ``explicit`` is not a bool.
     """
+    check_instance(model, "model", torch.nn.Module)
+    explicit = check_bool(explicit, "explicit")
     for module in model.modules():
         if isinstance(module, LayerNorm):
             module.explicit = explicit
@@ -66,14 +73,21 @@ def training_step(
         model: the model to call, possibly compiled or wrapped by DDP.
         optimizer: its optimizer; every group gets ``learning_rate``.
         x, y: ``(B, T)`` int64 inputs and targets on the device.
+        learning_rate: a number >= 0 (0 trains nothing; a negative rate would step uphill).
         config: ``grad_clip`` and ``autocast_dtype`` are used.
         need_weights: run the teaching path of attention (explicit weights, kept).
         scaler: the ``GradScaler`` of an fp16 run (``make_grad_scaler``); required when
             :func:`~course_utils.training.precision.device_precision` gives ``"fp16"``.
 
     Raises:
-        ValueError: the step runs in fp16 and no ``scaler`` was given.
+        TypeError: a ``model`` that is not a module, an ``optimizer`` that is not a
+            ``torch.optim.Optimizer``, a ``learning_rate`` that is not a number (e.g. the
+            string ``"1e-3"``), a ``need_weights`` that is not a bool, a ``scaler`` that is
+            not a ``GradScaler``, a ``config`` that is not a TrainConfig.
+        ValueError: a negative, NaN or infinite ``learning_rate``; an unknown ``device``;
+            the step runs in fp16 and no ``scaler`` was given.
     """
+    learning_rate = _check_step_args(model, optimizer, learning_rate, need_weights, scaler)
     precision = device_precision(device, config)
     if precision == "fp16" and scaler is None:
         raise ValueError(
@@ -98,6 +112,23 @@ def training_step(
         scaler.step(optimizer)  # skipped when a gradient is inf or NaN
         scaler.update()  # smaller scale after an overflow, larger after a calm stretch
     return loss.detach()
+
+
+def _check_step_args(model, optimizer, learning_rate, need_weights, scaler) -> float:
+    """The checks of :func:`training_step` (config and device: ``device_precision``);
+    return ``learning_rate`` as a float."""
+    check_instance(model, "model", torch.nn.Module)
+    check_instance(
+        optimizer, "optimizer", torch.optim.Optimizer, "use make_optimizer(model, config)"
+    )
+    why = "a negative rate steps uphill"
+    rate = check_float(learning_rate, "learning_rate", 0, math.inf, high_open=True, why=why)
+    check_bool(need_weights, "need_weights")
+    if scaler is not None:
+        check_instance(
+            scaler, "scaler", torch.amp.GradScaler, "use make_grad_scaler(device, 'fp16')"
+        )
+    return rate
 
 
 def _flush_losses(pending: list[torch.Tensor], history: History, world_size: int) -> None:
@@ -174,8 +205,12 @@ def train(
             :func:`~course_utils.training.inputs.check_training_inputs`: a split shorter
             than ``block_size + 1``, ids outside ``[0, vocab_size)``, the model on another
             device).
-        TypeError: float data, a config that is not a TrainConfig.
+        TypeError: float data, a config that is not a TrainConfig; a ``resume``,
+            ``progress`` or ``compile`` that is not a bool (a string such as ``"no"`` would
+            count as True); an ``on_evaluation`` that is neither None nor callable. All of
+            these are checked before the first step.
     """
+    _check_train_options(checkpoint_path, resume, progress, compile, on_evaluation)
     step_model: torch.nn.Module = model  # what is called each step (maybe compiled, DDP)
     model = unwrap_model(model)  # the TinyDecoder: optimizer, checkpoints, config
     train_data, val_data, device = check_training_inputs(  # bad data fail before any step
@@ -220,6 +255,23 @@ def train(
     return history
 
 
+def _check_train_options(checkpoint_path, resume, progress, compile, on_evaluation) -> None:
+    """The flags and the callback of :func:`train`, checked before anything runs."""
+    if check_bool(resume, "resume") and checkpoint_path is None:
+        raise ValueError(
+            "resume=True needs a checkpoint_path: the checkpoint to continue from, the one "
+            "an earlier train(..., checkpoint_path=...) wrote"
+        )
+    check_bool(progress, "progress")
+    check_bool(compile, "compile")
+    if on_evaluation is not None and not callable(on_evaluation):
+        raise TypeError(
+            f"on_evaluation must be a function (or None), got {on_evaluation!r} "
+            f"({type(on_evaluation).__name__}); it is called after each evaluation with a "
+            'dict {"step", "train", "val", "eval_seconds"}, e.g. on_evaluation=print'
+        )
+
+
 def _restore(
     checkpoint_path: str | Path | None,
     model: TinyDecoder,
@@ -229,8 +281,6 @@ def _restore(
     device: torch.device,
 ) -> tuple[int, History]:
     """Load weights, optimizer, history and every random state; return ``(step, history)``."""
-    if checkpoint_path is None:
-        raise ValueError("resume=True needs a checkpoint_path")
     rank, world_size = distributed_rank_and_size()
     state = load_checkpoint(checkpoint_path, model, optimizer)
     start = state["step"]
