@@ -9,12 +9,12 @@ import torch
 
 from course_utils.assets import asset_path
 from course_utils.config import ModelConfig
+from course_utils.generation_timing import time_per_token
 from course_utils.kv_cache import (
     KVCache,
     forward_with_cache,
     generate,
     generate_with_cache,
-    time_per_token,
 )
 from course_utils.layers import PostLNDecoderBlock
 from course_utils.model import TinyDecoder

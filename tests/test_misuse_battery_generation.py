@@ -16,12 +16,12 @@ import pytest
 import torch
 
 from course_utils.config import ModelConfig, TrainConfig
+from course_utils.generation_timing import time_per_token
 from course_utils.kv_cache import (
     KVCache,
     forward_with_cache,
     generate,
     generate_with_cache,
-    time_per_token,
 )
 from course_utils.model import TinyDecoder
 from course_utils.positional import (
