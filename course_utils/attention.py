@@ -126,10 +126,23 @@ def _check_qkv(q: object, k: object, v: object) -> None:
             f"q, k, v must have the same rank (at least 2), got shapes "
             f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
         )
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+    shapes = f"shapes of q, k, v: got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+    if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
         raise ValueError(
-            f"need q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v); got "
-            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+            f"q, k, v must agree on the leading (batch, head) dims, got {tuple(q.shape[:-2])}, "
+            f"{tuple(k.shape[:-2])}, {tuple(v.shape[:-2])} ({shapes}); q (..., T_q, d_k), "
+            "k (..., T_k, d_k) and v (..., T_k, d_v) must come from the same batch, split into "
+            "the same heads"
+        )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same d_k (last dim), got {q.shape[-1]} and {k.shape[-1]} "
+            f"({shapes}); need q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v)"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same T_k (one value per key), got {k.shape[-2]} and "
+            f"{v.shape[-2]} ({shapes}); need k (..., T_k, d_k), v (..., T_k, d_v)"
         )
 
 
@@ -163,7 +176,8 @@ def scaled_dot_product_attention(
         sums to 1 (or 0 when fully masked).
 
     Raises:
-        ValueError: ranks differ, ``d_k`` of q and k differ, k and v disagree on ``T_k``,
+        ValueError: ranks differ, q, k, v disagree on the leading (batch, head) dims, ``d_k``
+            of q and k differ, k and v disagree on ``T_k``,
             the mask does not broadcast, a mask looks inverted or ambiguous
             (:func:`course_utils.masks.combine_masks`), or ``dropout_p`` is outside ``[0, 1)``.
         TypeError: a non-tensor or non-float input, or a non-bool mask (uint8 included).
@@ -255,7 +269,8 @@ class MultiHeadAttention(nn.Module):
 
         Args:
             x: float ``(B, T, d_model)``.
-            mask: optional bool, broadcastable to ``(B, h, T, T)``; True = may attend.
+            mask: optional bool ``(T, T)`` or ``(B, 1, T, T)`` (anything broadcastable to
+                ``(B, h, T, T)`` but 3-D, which is ambiguous); True = may attend.
             is_causal: also hide future keys (combined with ``mask`` by AND).
             need_weights: use the explicit path and keep ``self.attention_weights``.
             key_padding_mask: optional bool ``(B, T)``, True = a real token (keyword only;

@@ -9,6 +9,12 @@ keys:
 
 * ``mask`` (broadcastable to ``(..., T_q, T_k)``): a self-attention mask (``T_q == T_k``) that
   hides every query's own position is an inverted mask (e.g. ``triu(1)`` instead of ``tril()``).
+  So is a mask of any shape (square or not) that leaves a sequence with no visible key at all,
+  or, in a batch of several sequences, hides key 0 from every query of every sequence: with the
+  course's convention key 0 (the first token) is visible in causal masks and in right- or
+  left-padded masks (the longest sequence of a batch is never padded), e.g. ``~padding_mask(...)``.
+* a 3-D ``mask`` is refused when the scores have a head axis: ``(B, T_q, T_k)`` would broadcast
+  against ``(h, T_q, T_k)`` (and ``nn.MultiheadAttention`` reads it as ``(B * h, T_q, T_k)``).
 * ``key_padding_mask`` ``(B, T_k)``, ``True`` = a real token: a sequence with no real token, or
   key 0 hidden in every sequence (the course pads on the right), is an inverted padding mask.
 * a 2-D ``mask`` of shape ``(B, T_k)`` when ``B == T_q`` would be read as ``(T_q, T_k)``;
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from course_utils.checks import check_int
+from course_utils.checks import as_device, check_int
 
 CONVENTIONS = (
     "The course (like F.scaled_dot_product_attention) uses True = may attend; "
@@ -31,10 +37,18 @@ def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Te
     """Lower-triangular boolean mask, shape ``(T, T)``: query ``t`` may see keys ``0..t``.
 
     Raises:
-        TypeError: ``size`` is not an int (a float or a bool).
-        ValueError: ``size`` is negative.
+        TypeError: ``size`` is not an int (a float, a bool, or a tensor such as ``x`` itself).
+        ValueError: ``size`` is negative, or ``device`` is not a device name (``"gpu"``).
+        RuntimeError: ``device`` is a CUDA or MPS device this machine does not have.
     """
+    if isinstance(size, torch.Tensor) and size.ndim > 0:
+        raise TypeError(
+            f"size must be an int (the sequence length T), got a tensor of shape "
+            f"{tuple(size.shape)}; pass its length, e.g. causal_mask(x.shape[-2]) for x of shape "
+            "(B, T, C) or (B, h, T, d_k), or causal_mask(T)"
+        )
     size = check_int(size, "size", minimum=0, why="a sequence length, e.g. x.shape[1]")
+    device = None if device is None else as_device(device, "device")
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()
 
 
@@ -118,18 +132,58 @@ def check_mask(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
 
 
 def _check_not_inverted(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
-    """ValueError when a self-attention mask hides every query's own position."""
+    """ValueError when ``mask`` has the signature of the True = hidden convention.
+
+    * a self-attention mask (``T_q == T_k``) that hides every query's own position;
+    * a mask (any shape) that leaves some sequence with no visible key at all;
+    * in a batch of several sequences, a mask that hides key 0 from every query of every
+      sequence (causal, right- and left-padded masks all show key 0: the longest sequence of a
+      batch is never padded). A single sequence may be left-padded, so it is not checked.
+    """
     t_q, t_k = scores_shape[-2], scores_shape[-1]
-    if t_q != t_k or t_q == 0:
+    if t_q == 0 or t_k == 0:
         return
     full = mask.expand(scores_shape)
-    if not full.diagonal(dim1=-2, dim2=-1).any():
+    if t_q == t_k and not full.diagonal(dim1=-2, dim2=-1).any():
         raise ValueError(
             f"mask hides every query's own position (its diagonal is all False; mask shape "
             f"{tuple(mask.shape)}): this is the signature of an inverted mask. {CONVENTIONS}. "
             "If your mask marks hidden keys with True (e.g. torch.triu(..., diagonal=1)), pass "
             "~mask; the causal mask is course_utils.attention.causal_mask(T) (lower-triangular)"
         )
+    batched = len(scores_shape) >= 3
+    per_sequence = full.reshape(scores_shape[0], -1) if batched else full.reshape(1, -1)
+    empty = (~per_sequence.any(dim=1)).nonzero().flatten().tolist()
+    fix = (
+        "If your mask marks hidden keys (or padding) with True, pass ~mask; for right-padded "
+        "sequences build it with course_utils.masks.padding_mask(lengths, T) (shape "
+        "(B, 1, 1, T), True = real token)"
+    )
+    if empty:
+        where = f"sequence(s) {empty}" if batched else "the sequence"
+        raise ValueError(
+            f"mask (shape {tuple(mask.shape)}) leaves {where} with no visible key at all: "
+            f"this is the signature of an inverted mask. {CONVENTIONS}. {fix}"
+        )
+    if batched and scores_shape[0] > 1 and t_k > 1 and not full[..., 0].any():
+        raise ValueError(
+            f"mask (shape {tuple(mask.shape)}) hides key 0 (the first token) from every query of "
+            f"every sequence: this is the signature of an inverted mask, since with the course's "
+            f"convention key 0 is visible in causal masks and in right- or left-padded masks "
+            f"(the longest sequence is never padded). {CONVENTIONS}. {fix}"
+        )
+
+
+def _check_not_3d(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
+    """ValueError for a 3-D mask when the scores have a head axis ``(B, h, T_q, T_k)``."""
+    if mask.ndim != 3 or len(scores_shape) < 4:
+        return
+    raise ValueError(
+        f"mask of shape {tuple(mask.shape)} is 3-D, which is ambiguous: it broadcasts against "
+        f"(h, T_q, T_k) of the scores {tuple(scores_shape)} (B, h, T_q, T_k), not (B, T_q, T_k), "
+        "and nn.MultiheadAttention reads a 3-D mask as (B * h, T_q, T_k). Pass a (T_q, T_k) mask "
+        "shared by all sequences, or (B, 1, T_q, T_k) per sequence, e.g. mask[:, None]"
+    )
 
 
 def _check_not_ambiguous(mask: torch.Tensor, scores_shape: tuple[int, ...]) -> None:
@@ -196,9 +250,12 @@ def combine_masks(
 
     Raises:
         TypeError: a mask that is not bool (ints, uint8, floats).
-        ValueError: a bad shape, an inverted mask, or an ambiguous 2-D mask (see module doc).
+        ValueError: a bad shape, an inverted mask, an ambiguous 2-D mask, or a 3-D mask for
+            scores with a head axis (see module doc).
     """
     if mask is not None:
+        _require_bool(mask, "mask", "broadcastable to (..., T_q, T_k)")
+        _check_not_3d(mask, scores_shape)
         check_mask(mask, scores_shape)
         _check_not_ambiguous(mask, scores_shape)
         _check_not_inverted(mask, scores_shape)

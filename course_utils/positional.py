@@ -228,9 +228,11 @@ def apply_rotary_embedding(
 
     Args:
         x: float tensor ``(..., T, d)``, e.g. ``(B, h, T, d_k)`` or ``(T, d)``; ``d`` even.
-        positions: the position of each of the T vectors; default ``0 .. T-1``. Any integer
-            or float tensor broadcastable to ``x.shape[:-1]``, e.g. ``(T,)`` or ``(B, 1, T)``
-            (a list or numpy array is converted).
+        positions: the position of each of the T vectors; default ``0 .. T-1``. An integer
+            or float tensor of shape ``(T,)``, or with exactly ``x.ndim - 1`` dims that
+            broadcast to ``x.shape[:-1]``, e.g. ``(B, 1, T)`` for ``x`` ``(B, h, T, d)``
+            (a list or numpy array is converted). A ``(B, T)`` tensor for a 4-D ``x`` is
+            refused: it would line up with ``(h, T)``; pass ``positions[:, None, :]``.
         base: 10000 in the paper; must be > 1 (the wavelengths grow from 2*pi to
             base*2*pi positions; base = 1 would rotate every pair by the same angle).
 
@@ -241,8 +243,8 @@ def apply_rotary_embedding(
     Raises:
         TypeError: ``x`` is not a float tensor, ``positions`` is not a real-number tensor
             (or convertible to one), ``base`` is not a number.
-        ValueError: ``x`` has fewer than 2 dimensions, ``d`` is odd, ``positions`` does not
-            broadcast to ``x.shape[:-1]``, or ``base <= 1``.
+        ValueError: ``x`` has fewer than 2 dimensions, ``d`` is odd, ``positions`` is neither
+            1-D nor ``x.ndim - 1``-D or does not broadcast to ``x.shape[:-1]``, or ``base <= 1``.
     """
     _check_rotary_input(x)
     base = _check_base(base)
@@ -290,6 +292,16 @@ def _rotary_positions(
             ) from None
     if positions.dtype.is_complex or positions.dtype == torch.bool:
         raise TypeError(f"positions must be integer or float, got dtype {positions.dtype}")
+    if positions.ndim not in (1, x.ndim - 1):
+        fix = ""
+        if positions.ndim == 2 and x.ndim == 4:
+            fix = "; for per-sequence positions (B, T) pass positions[:, None, :] (shape (B, 1, T))"
+        raise ValueError(
+            f"positions of shape {tuple(positions.shape)} do not line up with x.shape[:-1] = "
+            f"{tuple(x.shape[:-1])}: positions must be (T,) or have exactly x.ndim - 1 = "
+            f"{x.ndim - 1} dims, aligned with x's (..., T) axes (broadcasting from the right "
+            f"would pair a (B, T) tensor with x's (h, T) axes){fix}"
+        )
     try:
         fits = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
     except RuntimeError:
