@@ -162,8 +162,46 @@ def check_tensor(value: object, name: str, what: str = "") -> torch.Tensor:
     )
 
 
+def _choice_fix(value: object, choices: tuple) -> str:
+    """A hint for a value of the wrong type: the name it most likely stands for."""
+    if isinstance(value, list | tuple | set) and len(value) == 1:
+        (only,) = value
+        if isinstance(only, str | int | float) and only in choices:
+            return f"pass {only!r} itself, not a {type(value).__name__}"
+    if isinstance(value, torch.dtype):
+        name = str(value).removeprefix("torch.")
+        if name in choices:
+            return f"pass the name {name!r}, not the torch dtype"
+    if isinstance(value, torch.nn.Module | type):
+        cls = value if isinstance(value, type) else type(value)
+        name = cls.__name__.lower()
+        if name in choices:
+            return f"pass the name {name!r}, not the {cls.__name__} module"
+    return f"pass one of the names, e.g. {choices[0]!r}"
+
+
+def _describe_choice(value: object) -> str:
+    if isinstance(value, torch.nn.Module):
+        return f"a {type(value).__name__} module"
+    if isinstance(value, type):
+        return f"the class {value.__name__}"
+    return _describe(value)
+
+
 def check_choice(value: object, name: str, choices: tuple) -> object:
-    """Raise ValueError unless ``value`` is one of ``choices``."""
+    """Return ``value`` if it is one of ``choices``.
+
+    Raises:
+        TypeError: ``choices`` are names (str) and ``value`` is not a str (a list, a module, a
+            torch dtype...); the message names the str it most likely stands for.
+        ValueError: a value of the right type that is not one of ``choices``.
+    """
+    names_only = all(isinstance(choice, str) for choice in choices)
+    if names_only and not isinstance(value, str):
+        raise TypeError(
+            f"{name} must be a name, one of {choices}, got {_describe_choice(value)}; "
+            f"{_choice_fix(value, choices)}"
+        )
     if not isinstance(value, str | int | float | type(None)) or value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {_describe(value)}")
     return value

@@ -34,7 +34,7 @@ class ModelConfig:
 
     Raises:
         TypeError: a size that is not an int (a float such as ``128.0`` or ``1e3``, a bool),
-            or a dropout that is not a number.
+            a dropout that is not a number, or a ``positional`` that is not a str.
         ValueError: a size below 1, d_model not divisible by n_heads, d_model odd with
             sinusoidal positions, d_k odd with rope, ``positional`` unknown, or dropout
             outside ``[0, 1)`` (NaN included).
@@ -108,7 +108,8 @@ class TrainConfig:
 
     Raises:
         TypeError: a count that is not an int (``2.5``, ``1e3``, ``True``), a rate that is not
-            a number.
+            a number, an ``autocast_dtype`` that is not a str (``torch.bfloat16``: pass
+            ``"bfloat16"``).
         ValueError: a count below 1; ``learning_rate <= 0`` or infinite; ``min_lr`` outside
             ``[0, learning_rate]``; ``warmup_iters < 0``, or ``>= max_iters`` (except the
             default 100, which is shortened); ``weight_decay`` or ``grad_clip`` negative or

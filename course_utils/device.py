@@ -27,13 +27,21 @@ def get_device(name: str = "auto") -> torch.device:
         A ``torch.device``.
 
     Raises:
+        TypeError: ``name`` is neither a str nor a ``torch.device`` (``0``: pass ``"cuda:0"``).
         ValueError: ``name`` is not one of the names above.
         RuntimeError: the requested accelerator is not available on this machine.
     """
     if isinstance(name, torch.device):
         name = name.type if name.index is None else str(name)
-    base = name.split(":")[0] if isinstance(name, str) else name
-    if base not in _KNOWN_DEVICES or (isinstance(name, str) and not _valid_index(name)):
+    if not isinstance(name, str):
+        index = isinstance(name, int) and not isinstance(name, bool) and name >= 0
+        fix = f"for GPU {name} pass 'cuda:{name}'" if index else "e.g. get_device('auto')"
+        raise TypeError(
+            f"name must be a device name (a str such as 'auto', 'cpu', 'cuda' or 'cuda:N') or "
+            f"a torch.device, got {name!r} ({type(name).__name__}); {fix}"
+        )
+    base = name.split(":")[0]
+    if base not in _KNOWN_DEVICES or not _valid_index(name):
         hint = " (for an NVIDIA GPU the name is 'cuda')" if name in ("gpu", "nvidia") else ""
         raise ValueError(
             f"unknown device {name!r}; expected one of {_KNOWN_DEVICES}, or 'cuda:N' for "

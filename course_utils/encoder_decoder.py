@@ -32,6 +32,8 @@ from course_utils.encoder_decoder_blocks import (
 from course_utils.layers import LayerNorm
 from course_utils.positional import SinusoidalPositionalEncoding
 
+IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index, accepted in targets like pad_id
+
 __all__ = [
     "ACTIVATIONS",
     "CrossAttention",
@@ -166,8 +168,26 @@ class EncoderDecoder(nn.Module):
         ids = self._ids(ids, name)
         return self.dropout(self.position(table(ids)))  # (B, T) -> (B, T, C)
 
+    def _source_mask(self, src: torch.Tensor) -> torch.Tensor:
+        """``src != pad_id`` ``(B, T_src)``; a source row made only of ``pad_id`` is refused
+        here, in words about the source (the caller passed no mask to blame)."""
+        mask = src != self.config.pad_id
+        empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
+        if empty:
+            rows = empty[0] if len(empty) == 1 else empty
+            raise ValueError(
+                f"src row {rows} is all padding (every id is pad_id={self.config.pad_id}), so "
+                "the encoder has no real token to attend to; every source needs at least one "
+                "real token: drop the empty row(s) from the batch"
+            )
+        return mask
+
     def encode(
-        self, src: torch.Tensor, src_key_padding_mask: torch.Tensor | None = None, **kwargs
+        self,
+        src: torch.Tensor,
+        src_key_padding_mask: torch.Tensor | None = None,
+        *,
+        need_weights: bool = False,
     ) -> torch.Tensor:
         """Encoder output ("memory") ``(B, T_src, C)`` of ``src`` ``(B, T_src)``.
 
@@ -175,15 +195,15 @@ class EncoderDecoder(nn.Module):
         ``src != pad_id``. ``need_weights=True`` keeps each block's weights.
 
         Raises:
-            ValueError / TypeError: bad ids or mask (an inverted mask included),
-                ``T_src > max_len``.
+            ValueError / TypeError: bad ids or mask (an inverted mask included), a source
+                row of only ``pad_id`` (no mask given), ``T_src > max_len``.
         """
         src = self._ids(src, "src")
         if src_key_padding_mask is None:
-            src_key_padding_mask = src != self.config.pad_id
+            src_key_padding_mask = self._source_mask(src)
         x = self._embed(src, self.src_embedding, "src")
         for block in self.encoder_blocks:
-            x = block(x, src_key_padding_mask, **kwargs)  # (B, T_src, C)
+            x = block(x, src_key_padding_mask, need_weights=need_weights)  # (B, T_src, C)
         return self.encoder_norm(x)
 
     def decode(
@@ -191,7 +211,8 @@ class EncoderDecoder(nn.Module):
         tgt: torch.Tensor,
         memory: torch.Tensor,
         src_key_padding_mask: torch.Tensor | None = None,
-        **kwargs,
+        *,
+        need_weights: bool = False,
     ) -> torch.Tensor:
         """Logits ``(B, T_tgt, tgt_vocab_size)`` of ``tgt`` ``(B, T_tgt)`` reading ``memory``.
 
@@ -200,7 +221,7 @@ class EncoderDecoder(nn.Module):
         """
         y = self._embed(tgt, self.tgt_embedding, "tgt")
         for block in self.decoder_blocks:
-            y = block(y, memory, src_key_padding_mask, **kwargs)  # (B, T_tgt, C)
+            y = block(y, memory, src_key_padding_mask, need_weights=need_weights)  # (B, T_tgt, C)
         return self.lm_head(self.decoder_norm(y))  # (B, T_tgt, C) -> (B, T_tgt, V_tgt)
 
     def forward(
@@ -216,19 +237,21 @@ class EncoderDecoder(nn.Module):
             src: ``(B, T_src)`` source ids, right-padded with ``pad_id``.
             tgt: ``(B, T_tgt)`` decoder input ids (start token first).
             targets: optional ``(B, T_tgt)``, the next target token at each position;
-                ``pad_id`` positions are left out of the loss.
+                ``pad_id`` positions, and ``-100`` (``F.cross_entropy``'s ``ignore_index``),
+                are left out of the loss.
             need_weights: keep the attention weights of every block (teaching path).
 
         Returns:
             ``(logits, loss)``: logits ``(B, T_tgt, V_tgt)``; the mean cross-entropy in nats
-            over non-pad targets, or None.
+            over non-pad (and non ``-100``) targets, or None.
 
         Raises:
-            ValueError / TypeError: bad ids, or targets not shaped like ``tgt``, not integer
-                ids, or outside ``[0, tgt_vocab_size)``.
+            ValueError / TypeError: bad ids, a source row of only ``pad_id``, or targets not
+                shaped like ``tgt``, not integer ids, or outside ``[0, tgt_vocab_size)`` (other
+                than ``-100``).
         """
         src, tgt = self._ids(src, "src"), self._ids(tgt, "tgt")
-        src_key_padding_mask = src != self.config.pad_id
+        src_key_padding_mask = self._source_mask(src)
         memory = self.encode(src, src_key_padding_mask, need_weights=need_weights)
         logits = self.decode(tgt, memory, src_key_padding_mask, need_weights=need_weights)
         if targets is None:
@@ -238,6 +261,8 @@ class EncoderDecoder(nn.Module):
             raise ValueError(
                 f"targets must have the shape of tgt {tuple(tgt.shape)}, got {tuple(targets.shape)}"
             )
+        # -100 (F.cross_entropy's ignore_index) is skipped like pad_id, the ignored id here
+        targets = targets.masked_fill(targets == IGNORE_INDEX, self.config.pad_id)
         check_token_ids(targets, self.config.tgt_vocab_size, "targets")
         targets = targets.to(logits.device)
         loss = F.cross_entropy(
@@ -280,7 +305,7 @@ class EncoderDecoder(nn.Module):
             )
         was_training = self.training
         self.eval()
-        src_key_padding_mask = src != self.config.pad_id
+        src_key_padding_mask = self._source_mask(src)
         memory = self.encode(src, src_key_padding_mask)  # the source is read once
         ids, done = start, torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
         for _ in range(max_new_tokens):

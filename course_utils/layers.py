@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils.attention import MultiHeadAttention, check_dropout_p, check_input_dtype
-from course_utils.checks import check_bool, check_float, check_int, check_tensor
+from course_utils.checks import check_bool, check_choice, check_float, check_int, check_tensor
 
 
 class LayerNorm(nn.Module):
@@ -83,8 +83,9 @@ class FeedForward(nn.Module):
     Shapes: ``(B, T, C)`` -> ``(B, T, d_ff)`` -> ``(B, T, C)``.
 
     Raises:
-        TypeError: a width that is not an int (``96.0``), a dropout that is not a number;
-            x is not a float tensor.
+        TypeError: a width that is not an int (``96.0``), a dropout that is not a number, an
+            activation that is not a name (``nn.GELU()``: pass ``"gelu"``); x is not a float
+            tensor.
         ValueError: a width below 1, dropout outside ``[0, 1)``, unknown activation; the
             last axis of x is not ``d_model``.
     """
@@ -95,6 +96,8 @@ class FeedForward(nn.Module):
         d_ff = check_int(d_ff, "d_ff", minimum=1, why="the hidden width, 4 * d_model in the paper")
         dropout = check_dropout_p(dropout, "dropout")
         activations = {"gelu": nn.GELU, "relu": nn.ReLU}
+        if not isinstance(activation, str):  # a list, an nn.GELU() module: TypeError
+            check_choice(activation, "activation", tuple(activations))
         if activation not in activations:
             raise ValueError(f"activation must be one of {sorted(activations)}, got {activation!r}")
         self.up = nn.Linear(d_model, d_ff)

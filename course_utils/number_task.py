@@ -16,7 +16,14 @@ from dataclasses import dataclass
 
 import torch
 
-from course_utils.checks import as_id_list, check_float, check_instance, check_int, check_text
+from course_utils.checks import (
+    as_id_list,
+    check_choice,
+    check_float,
+    check_instance,
+    check_int,
+    check_text,
+)
 
 _ONES = "zero one two three four five six seven eight nine".split()
 _TEENS = "ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
@@ -128,8 +135,11 @@ class NumberTask:
         """Id of the decoder's start token for ``output`` (``"digits"`` or ``"chinese"``).
 
         Raises:
+            TypeError: ``output`` is not a str (``["digits"]``: pass ``"digits"``).
             ValueError: unknown output.
         """
+        if not isinstance(output, str):  # a list would fail the dict lookup as "unhashable"
+            check_choice(output, "output", tuple(sorted(TARGET_TAGS)))
         if output not in TARGET_TAGS:
             raise ValueError(f"output must be one of {sorted(TARGET_TAGS)}, got {output!r}")
         return self.target_vocab.index(TARGET_TAGS[output])

@@ -62,6 +62,26 @@ def load_baby(
     return model.eval(), tokenizer
 
 
+def _check_model_and_tokenizer(model: object, tokenizer: object, function: str) -> None:
+    """TypeError unless ``model`` is a TinyDecoder and ``tokenizer`` has an ``encode``
+    method; the message recalls the argument order ``(model, tokenizer, text)``."""
+    order = f"the order is {function}(model, tokenizer, text)"
+    swapped = isinstance(tokenizer, TinyDecoder)
+    if not isinstance(model, TinyDecoder):
+        hint = "; the model and the tokenizer look swapped" if swapped else ""
+        raise TypeError(
+            f"model must be a TinyDecoder, got {type(model).__name__}{hint}; {order}, e.g. "
+            "model, tokenizer = load_baby()"
+        )
+    if isinstance(tokenizer, torch.nn.Module | str) or not callable(
+        getattr(tokenizer, "encode", None)
+    ):
+        raise TypeError(
+            f"tokenizer must be a tokenizer with an encode method (a CharTokenizer), got "
+            f"{type(tokenizer).__name__}; {order}, e.g. model, tokenizer = load_baby()"
+        )
+
+
 @torch.no_grad()
 def attention_maps(model: TinyDecoder, tokenizer: CharTokenizer, text: str) -> torch.Tensor:
     """Every head's attention weights on ``text``.
@@ -76,11 +96,18 @@ def attention_maps(model: TinyDecoder, tokenizer: CharTokenizer, text: str) -> t
         position ``i`` spreads its attention over key positions ``0..i``.
 
     Raises:
-        TypeError: ``text`` is not a str.
+        TypeError: ``model`` is not a TinyDecoder or ``tokenizer`` has no ``encode`` (the
+            arguments swapped, say); ``text`` is not a str.
         ValueError: ``text`` is empty, longer than ``block_size``, or has unknown characters.
     """
+    _check_model_and_tokenizer(model, tokenizer, "attention_maps")
     check_text(text, "text")
-    if not 1 <= len(text) <= model.config.block_size:
+    if not text:
+        raise ValueError(
+            f"text is empty (''); it must have 1 to block_size={model.config.block_size} "
+            "characters, so at least one character, e.g. attention_maps(model, tokenizer, 'To be')"
+        )
+    if len(text) > model.config.block_size:
         raise ValueError(
             f"text must have 1 to block_size={model.config.block_size} characters, "
             f"got {len(text)}; shorten it"

@@ -41,6 +41,7 @@ def save_checkpoint(
             not an int; ``optimizer``, ``train_config``, ``history`` or ``batch_generator``
             is neither None nor of its type (e.g. the ModelConfig as ``train_config``).
         ValueError: ``step < 0``.
+        IsADirectoryError: ``path`` is an existing directory (pass ``path / "model.pt"``).
     """
     path = _check_path(path)
     model = unwrap_model(model)
@@ -58,6 +59,12 @@ def save_checkpoint(
     ):
         if value is not None:
             check_instance(value, name, expected, f"{fix}, or None")
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"path {str(path)!r} is an existing directory, not a checkpoint file; pass a file "
+            f"name inside it, e.g. save_checkpoint({str(path / 'model.pt')!r}, model, "
+            "optimizer, step)"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         "model": model.state_dict(),

@@ -58,12 +58,26 @@ def estimate_loss(
         ``{split name: mean cross-entropy in nats per token}`` (Python floats).
 
     Raises:
-        TypeError: ``splits`` is not a dict of streams, ``config`` is not a TrainConfig; a
+        TypeError: ``model`` is not a module with ``config.block_size`` (an optimizer passed
+            first, say), ``splits`` is not a dict of streams, ``config`` is not a TrainConfig; a
             stream that is not integer ids (the message names the split).
         ValueError: ``splits`` is empty; a stream that is not 1-D or is not longer than
             ``block_size``; an unknown device name.
         RuntimeError: a CUDA or MPS device this machine does not have.
     """
+    check_instance(
+        model,
+        "model",
+        torch.nn.Module,
+        "pass the model (a TinyDecoder) first: estimate_loss(model, splits, config)"
+        + (", not the optimizer" if isinstance(model, torch.optim.Optimizer) else ""),
+    )
+    inner = unwrap_model(model)
+    if not isinstance(getattr(getattr(inner, "config", None), "block_size", None), int):
+        raise TypeError(
+            f"model must carry a config with a block_size (as TinyDecoder does), got a "
+            f"{type(inner).__name__} without model.config.block_size; pass a TinyDecoder"
+        )
     if not isinstance(splits, Mapping):
         raise TypeError(
             f"splits must be a dict of name -> 1-D token stream, got {type(splits).__name__}; "
@@ -77,7 +91,7 @@ def estimate_loss(
         config, "config", TrainConfig, "batch_size, eval_iters and seed come from the TrainConfig"
     )
     device = as_device(device)
-    block_size = unwrap_model(model).config.block_size
+    block_size = inner.config.block_size
     was_training = model.training
     model.eval()
     result = {}

@@ -168,13 +168,17 @@ def make_grad_scaler(device: torch.device | str, precision: str) -> torch.amp.Gr
     """A :class:`torch.amp.GradScaler` for fp16 training, ``None`` for bf16 and fp32.
 
     Raises:
+        TypeError: ``precision`` is not a str.
         ValueError: ``precision`` is not one of :data:`PRECISIONS` (e.g. ``"float16"``, the
-            config's name: pass ``device_precision(device, config)``).
+            config's name: pass ``device_precision(device, config)``); ``device`` is not a
+            device name (``"gpu"``: use ``"cuda"``).
+        RuntimeError: a CUDA or MPS device this machine does not have.
     """
+    device = as_device(device)
     check_choice(precision, "precision", PRECISIONS)
     if precision != "fp16":
         return None
-    return torch.amp.GradScaler(torch.device(device).type)
+    return torch.amp.GradScaler(device.type)
 
 
 def enable_tf32() -> None:
