@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -112,21 +114,63 @@ def named_shape(value: torch.Tensor | tuple[int, ...], axes: str) -> str:
     """A shape with its axis names, e.g. ``named_shape(scores, "B h T_q T_k")`` ->
     ``"(B=2, h=3, T_q=6, T_k=6)"``.
 
+    Args:
+        value: a tensor or numpy array (its ``.shape`` is named), or a shape itself: a
+            ``torch.Size`` or a tuple of ints. A list is refused: ``[[1, 2, 3], [4, 5, 6]]``
+            or the ids ``tok.encode("hello")`` are data, not a shape.
+        axes: the axis names separated by spaces, one per dimension.
+
     Raises:
-        TypeError: ``axes`` is not one str of names separated by spaces.
+        TypeError: ``value`` is a list or another non-shape (fix: ``torch.tensor(value)`` or
+            ``tensor.shape``); ``axes`` is not one str of names separated by spaces.
         ValueError: the number of names differs from the tensor's rank.
     """
+    shape = _as_shape(value)
     if not isinstance(axes, str):
         fix = " (for a list of names: ' '.join(names))" if isinstance(axes, list | tuple) else ""
         raise TypeError(
             f"axes must be one str of axis names separated by spaces, e.g. 'B T C', got "
             f"{type(axes).__name__}{fix}"
         )
-    shape = tuple(value.shape) if hasattr(value, "shape") else tuple(value)
     names = axes.split()
     if len(names) != len(shape):
         raise ValueError(f"{len(names)} axis names {names} for a {len(shape)}-D shape {shape}")
     return "(" + ", ".join(f"{n}={s}" for n, s in zip(names, shape)) + ")"
+
+
+def _as_shape(value: object) -> tuple[int, ...]:
+    """The shape :func:`named_shape` names: ``value.shape`` of a tensor or array, or ``value``
+    itself when it is a ``torch.Size`` / tuple of ints."""
+    fix = "pass a tensor (torch.tensor(value)) or a shape (tensor.shape)"
+    if isinstance(value, list):
+        kind = (
+            "a list of ints (data such as token ids, or a shape?)"
+            if value and all(_is_int(v) for v in value)
+            else "a list"
+        )
+        raise TypeError(
+            f"value must be a tensor, numpy array, torch.Size or tuple of ints, got {kind} "
+            f"{_preview(value)}; {fix}"
+        )
+    if isinstance(value, torch.Tensor | np.ndarray) or (
+        hasattr(value, "shape") and not isinstance(value, tuple)
+    ):
+        value = value.shape
+    if isinstance(value, tuple) and all(_is_int(v) for v in value):
+        return tuple(int(v) for v in value)
+    raise TypeError(
+        f"value must be a tensor, numpy array, torch.Size or tuple of ints, got "
+        f"{type(value).__name__} {_preview(value)}; {fix}"
+    )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
+
+
+def _preview(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def name_axes(shape: torch.Tensor | tuple[int, ...], axis_names: dict[str, int]) -> str:

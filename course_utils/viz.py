@@ -123,6 +123,25 @@ def _set_key_labels(ax: plt.Axes, labels: Sequence[str]) -> None:
         text.set_rotation(0 if len(label) <= 1 else 90)
 
 
+#: How far outside [0, 1] a weight may lie (float rounding of a softmax) before it is refused.
+_WEIGHT_TOLERANCE = 1e-4
+
+
+def _check_unit_range(weights: torch.Tensor) -> None:
+    """ValueError for values outside [0, 1] (raw scores, logits, -inf of a mask), which the
+    0..1 colour scale would clip without saying so. NaN is left alone."""
+    finite = weights[~torch.isnan(weights)]
+    if finite.numel() == 0:
+        return
+    low, high = finite.min().item(), finite.max().item()
+    if low < -_WEIGHT_TOLERANCE or high > 1 + _WEIGHT_TOLERANCE:
+        raise ValueError(
+            f"weights must be attention weights in [0, 1] (the colour scale is 0..1), got "
+            f"values from {low:.4g} to {high:.4g}; these look like raw scores: plot "
+            "torch.softmax(scores, dim=-1) instead (a mask: mask.float())"
+        )
+
+
 def plot_attention(
     weights: torch.Tensor,
     query_tokens: Sequence[str],
@@ -134,14 +153,15 @@ def plot_attention(
     """Heatmap of one head's attention weights, both axes labelled with tokens.
 
     Args:
-        weights: ``(T_q, T_k)``; row i is how query i spreads its attention over the keys.
+        weights: ``(T_q, T_k)`` values in [0, 1]; row i is how query i spreads its attention
+            over the keys (a softmax output, or a 0/1 mask as floats). Raw scores are refused.
         query_tokens: T_q labels (rows). key_tokens: T_k labels (columns), default the same.
 
     Raises:
         TypeError: the labels are not a list of str (or one str), ``weights`` is not
             array-like, ``ax`` is not an Axes, ``colorbar`` is not a bool.
-        ValueError: ``weights`` is not 2-D, is empty, or the label counts do not match its
-            shape.
+        ValueError: ``weights`` is not 2-D, is empty, the label counts do not match its
+            shape, or it holds values outside [0, 1] (raw scores: softmax them first).
     """
     if ax is not None and not isinstance(ax, plt.Axes):
         raise TypeError(
@@ -162,6 +182,7 @@ def plot_attention(
             f"weights is empty, shape {tuple(weights.shape)}: there is nothing to plot; pass "
             "the weights of at least one query and one key"
         )
+    _check_unit_range(weights)
     ax = ax or plt.subplots(figsize=(4.5, 4))[1]
     image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
     _set_key_labels(ax, _as_labels(key_tokens))

@@ -4,6 +4,7 @@ build on."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from course_utils.checks import as_id_list
@@ -51,8 +52,13 @@ class _TableTokenizer:
     def __init__(self, vocab: Sequence[str]):
         vocab = _as_vocab(vocab)
         if len(set(vocab)) != len(vocab):
+            counts = Counter(vocab)
+            repeated = [token for token, n in counts.items() if n > 1]
             raise ValueError(
-                f"vocab has duplicates: {len(vocab)} items, {len(set(vocab))} distinct"
+                f"vocab has duplicates: {repeated[:5]!r} appear more than once ({len(vocab)} "
+                f"items, {len(counts)} distinct); each token needs exactly one id: pass "
+                "list(dict.fromkeys(vocab)) (keeps the first of each, in order), or build the "
+                f"vocabulary from text with {type(self).__name__}.from_text(text)"
             )
         self.vocab = vocab
         self.token_to_id = {token: i for i, token in enumerate(vocab)}

@@ -128,6 +128,28 @@ def _compile(pat_str: object) -> regex.Pattern:
         ) from None
 
 
+def _byte_ids_problem(byte_ids: list[int]) -> str:
+    """Why ``byte_ids`` is not a permutation of 0..255, for the error message."""
+    seen = set(byte_ids)
+    missing = sorted(set(range(256)) - seen)
+    repeated = sorted({i for i in byte_ids if byte_ids.count(i) > 1})
+    outside = sorted(i for i in seen if not 0 <= i < 256)
+    details = [f"{len(byte_ids)} ids given (need 256)"]
+    for label, values in (
+        ("missing", missing),
+        ("repeated", repeated),
+        ("outside 0..255", outside),
+    ):
+        if values:
+            more = f" and {len(values) - 10} more" if len(values) > 10 else ""
+            details.append(f"{label}: {values[:10]}{more}")
+    return (
+        "byte_ids must be a permutation of 0..255, one id per byte value, got "
+        + "; ".join(details)
+        + "; leave byte_ids=None for the identity list(range(256))"
+    )
+
+
 class BytePairTokenizer:
     """Byte-level byte-pair encoding (BPE): text -> UTF-8 bytes -> ids, by a list of merges.
 
@@ -178,7 +200,7 @@ class BytePairTokenizer:
         else:
             byte_ids = [check_int(i, f"byte_ids[{n}]") for n, i in enumerate(byte_ids)]
         if sorted(byte_ids) != list(range(256)):
-            raise ValueError("byte_ids must be a permutation of 0..255, one id per byte value")
+            raise ValueError(_byte_ids_problem(byte_ids))
         self.byte_ids = byte_ids
         self.vocab: list[bytes] = [b""] * 256  # vocab[id] = the bytes the id stands for
         for byte, token_id in enumerate(byte_ids):

@@ -10,9 +10,12 @@ the valid range and the fix.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
+import numpy as np
 import tiktoken
+import torch
 
 from course_utils.checks import as_id_list, check_text
 
@@ -22,7 +25,10 @@ class CourseEncoding(tiktoken.Encoding):
 
     ``decode`` and friends accept a list of ints, a 1-D tensor or numpy array of any integer
     dtype; a ``(1, T)`` batch is refused with the fix ``ids[0]``. ``encode`` refuses ``bytes``
-    with the fix ``.decode("utf-8")``.
+    with the fix ``.decode("utf-8")``, and re-words tiktoken's error for a special token such as
+    ``<|endoftext|>`` in the text (with both fixes). The batch methods refuse one str (it would
+    be encoded character by character) and one flat list of ids (each id would be decoded on
+    its own); valid batches give tiktoken's results.
 
     Raises:
         TypeError: text where ids are expected (or the reverse), floats, bools, bytes.
@@ -90,7 +96,81 @@ class CourseEncoding(tiktoken.Encoding):
         return super().decode_with_offsets(ids)
 
     def encode(self, text: str, **kwargs) -> list[int]:
-        return super().encode(check_text(text, "text"), **kwargs)
+        text = check_text(text, "text")
+        try:
+            return super().encode(text, **kwargs)
+        except ValueError as error:
+            if "disallowed special token" not in str(error):
+                raise
+            raise self._disallowed_special(text, error) from None
+
+    def _disallowed_special(self, text: str, error: ValueError) -> ValueError:
+        """tiktoken's "Encountered text corresponding to disallowed special token" in the
+        course's words, with both fixes."""
+        found = [token for token in sorted(self.special_tokens_set) if token in text]
+        token = next((t for t in found if repr(t) in str(error)), found[0] if found else "?")
+        return ValueError(
+            f"text contains {token!r}, a disallowed special token: encode refuses special "
+            "tokens in text by default (text from users must not inject control tokens). Pass "
+            f"allowed_special={{{token!r}}} to encode it as its special id "
+            f"{self._special_tokens.get(token, '?')}, or disallowed_special=() to encode it as "
+            "ordinary text"
+        )
 
     def encode_ordinary(self, text: str) -> list[int]:
         return super().encode_ordinary(check_text(text, "text"))
+
+    def encode_batch(self, text: list[str], **kwargs) -> list[list[int]]:
+        return super().encode_batch(_text_batch(text, "encode_batch"), **kwargs)
+
+    def encode_ordinary_batch(self, text: list[str], **kwargs) -> list[list[int]]:
+        return super().encode_ordinary_batch(_text_batch(text, "encode_ordinary_batch"), **kwargs)
+
+    def decode_batch(self, batch: Sequence[Sequence[int]], **kwargs) -> list[str]:
+        return super().decode_batch(_id_batch(batch, "decode_batch"), **kwargs)
+
+    def decode_bytes_batch(self, batch: Sequence[Sequence[int]], **kwargs) -> list[bytes]:
+        return super().decode_bytes_batch(_id_batch(batch, "decode_bytes_batch"), **kwargs)
+
+
+def _text_batch(text: object, method: str) -> object:
+    """``text`` unchanged if it is a batch of texts; one str (iterated, it would give one list
+    of ids per character) or bytes is refused with the fix."""
+    single = method.removesuffix("_batch")
+    if isinstance(text, str):
+        raise TypeError(
+            f"text must be a list of str for {method}, got one str ({text[:40]!r}); iterating "
+            f"it would encode each character on its own. Pass [text] for a batch of one, or "
+            f"call {single}(text)"
+        )
+    if isinstance(text, bytes | bytearray):
+        raise TypeError(
+            f"text must be a list of str for {method}, got {type(text).__name__}; decode it "
+            f'first: [text.decode("utf-8")]'
+        )
+    return text
+
+
+def _id_batch(batch: object, method: str) -> object:
+    """``batch`` unchanged if it is a batch of id sequences; one flat sequence of ids (each id
+    would be decoded on its own) or text is refused with the fix."""
+    single = method.removesuffix("_batch")
+    if isinstance(batch, str | bytes | bytearray):
+        raise TypeError(
+            f"batch must be a list of id lists for {method}, got {type(batch).__name__}; "
+            "it is already text (encode it first to get ids)"
+        )
+    flat = (
+        batch.ndim == 1
+        if isinstance(batch, torch.Tensor | np.ndarray)
+        else isinstance(batch, Sequence)
+        and len(batch) > 0
+        and all(isinstance(i, numbers.Integral) for i in batch)
+    )
+    if flat:
+        raise TypeError(
+            f"batch must be a list of id lists for {method}, got one flat sequence of "
+            f"{len(batch)} ids; each id would be decoded on its own. Call {single}(ids) for "
+            f"one text, or pass [ids] for a batch of one"
+        )
+    return batch

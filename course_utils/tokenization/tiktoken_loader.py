@@ -272,7 +272,6 @@ def _load_from_package(name: str, problems: list[str]) -> tiktoken.Encoding | No
     return None
 
 
-@cache
 def load_encoding(name: str) -> tiktoken.Encoding:
     """A tiktoken encoding that also loads on a machine without internet.
 
@@ -296,14 +295,25 @@ def load_encoding(name: str) -> tiktoken.Encoding:
         tiktoken's ``KeyError`` / ``OverflowError``); later calls return the same object.
 
     Raises:
+        TypeError: ``name`` is not a str (None, a list, an Encoding).
         ValueError: ``name`` is not one of :data:`OFFLINE_ENCODINGS`.
         EncodingUnavailableError: neither way worked; the message says what to install.
     """
-    if not isinstance(name, str) or name not in OFFLINE_ENCODINGS:
-        raise ValueError(
-            f"name must be one of {OFFLINE_ENCODINGS}, got {name!r}; e.g. "
-            'load_encoding("cl100k_base") (GPT-4) or load_encoding("o200k_base") (GPT-4o)'
+    example = 'load_encoding("cl100k_base") (GPT-4) or load_encoding("o200k_base") (GPT-4o)'
+    if not isinstance(name, str):
+        raise TypeError(
+            f"name must be a str, one of {OFFLINE_ENCODINGS}, got {name!r} "
+            f"({type(name).__name__}); e.g. {example}"
         )
+    if name not in OFFLINE_ENCODINGS:
+        raise ValueError(f"name must be one of {OFFLINE_ENCODINGS}, got {name!r}; e.g. {example}")
+    return _load_encoding(name)
+
+
+@cache
+def _load_encoding(name: str) -> tiktoken.Encoding:
+    """:func:`load_encoding` once ``name`` is checked; cached, so later calls return the same
+    object."""
     problems: list[str] = []
     encoding = _load_with_tiktoken(name, problems)
     if encoding is None:
@@ -319,3 +329,7 @@ def load_encoding(name: str) -> tiktoken.Encoding:
             "so that tiktoken caches the file"
         )
     return CourseEncoding.wrap(encoding)  # same ids; out-of-range ids get a clear error
+
+
+#: Forget the loaded encodings (tests that simulate a machine without network use it).
+load_encoding.cache_clear = _load_encoding.cache_clear

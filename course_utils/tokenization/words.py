@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from course_utils.bootstrap import user_cache_dir
-from course_utils.checks import check_int, check_text
+from course_utils.checks import check_bool, check_int, check_text
 from course_utils.tokenization.base import _as_vocab, _TableTokenizer
 
 _jieba_lock = threading.Lock()
@@ -56,9 +56,11 @@ def split_words(text: str, hmm: bool = True) -> list[str]:
         hmm: also find words missing from jieba's dictionary with its hidden Markov model.
 
     Raises:
-        TypeError: ``text`` is not a str (jieba would decode bytes silently).
+        TypeError: ``text`` is not a str (jieba would decode bytes silently), or ``hmm`` is
+            not True / False (the string ``"False"`` would count as True).
     """
-    return jieba_tokenizer().lcut(check_text(text, "text"), HMM=bool(hmm))
+    hmm = check_bool(hmm, "hmm")
+    return jieba_tokenizer().lcut(check_text(text, "text"), HMM=hmm)
 
 
 class WordTokenizer(_TableTokenizer):
