@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 import traceback
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from test_misuse_battery import CFG, COURSE_UTILS, Q, X  # the shared fixtures
 
 from course_utils.config import ModelConfig, TrainConfig
 from course_utils.generation_timing import time_per_token
@@ -35,10 +35,6 @@ from course_utils.positional import (
 from course_utils.training import loop, make_optimizer, set_explicit_layer_norm, train
 from course_utils.training import training_step as step
 
-COURSE_UTILS = str(Path(__file__).resolve().parents[1] / "course_utils")
-CFG = dict(vocab_size=20, block_size=8, d_model=24, n_heads=3, n_layers=1)
-X = torch.randn(2, 6, 24, generator=torch.Generator().manual_seed(0))
-Q = torch.randn(2, 3, 6, 8, generator=torch.Generator().manual_seed(1))
 IDS = torch.tensor([[3, 1, 4]])
 XY = torch.randint(20, (2, 8), generator=torch.Generator().manual_seed(2))
 STREAM = torch.randint(20, (200,), generator=torch.Generator().manual_seed(3))
