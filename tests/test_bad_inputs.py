@@ -53,6 +53,12 @@ from course_utils.training import load_checkpoint, save_checkpoint
 COURSE_UTILS = str(Path(__file__).resolve().parents[1] / "course_utils")
 
 
+def assert_raised_in_course_utils(info: pytest.ExceptionInfo) -> None:
+    """The error was raised by course_utils itself, not deep inside torch or a library."""
+    innermost = traceback.extract_tb(info.tb)[-1].filename
+    assert innermost.startswith(COURSE_UTILS), f"raised from {innermost}, not course_utils"
+
+
 @dataclass
 class Case:
     id: str
@@ -601,5 +607,4 @@ def test_misuse_gives_a_clear_error_at_the_public_boundary(case, monkeypatch, tm
     message = str(info.value)
     assert case.expected in message, f"expected value {case.expected!r} not named: {message}"
     assert case.actual in message, f"actual value {case.actual!r} not named: {message}"
-    innermost = traceback.extract_tb(info.tb)[-1].filename
-    assert innermost.startswith(COURSE_UTILS), f"raised from {innermost}, not course_utils"
+    assert_raised_in_course_utils(info)

@@ -11,13 +11,13 @@ hints. The last tests check that the unambiguous calls next to each misuse are s
 from __future__ import annotations
 
 import re
-import traceback
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from test_bad_inputs import assert_raised_in_course_utils
 
 from course_utils import assets, data, environment, masks, pretrained, sampling, shapes, viz
 from course_utils import attention as att
@@ -50,7 +50,6 @@ from course_utils.training import (
     train,
 )
 
-COURSE_UTILS = str(Path(__file__).resolve().parents[1] / "course_utils")
 CFG = dict(vocab_size=20, block_size=8, d_model=24, n_heads=3, n_layers=1)
 X = torch.randn(2, 6, 24, generator=torch.Generator().manual_seed(0))
 Q = torch.randn(2, 3, 6, 8, generator=torch.Generator().manual_seed(1))
@@ -1038,8 +1037,7 @@ LIBRARIES = [
 def test_misuse_gives_a_clear_error(call, error, pattern):
     with pytest.raises(error, match=pattern) as info:
         call()
-    innermost = traceback.extract_tb(info.tb)[-1].filename
-    assert innermost.startswith(COURSE_UTILS), f"raised from {innermost}, not course_utils"
+    assert_raised_in_course_utils(info)
 
 
 @pytest.mark.parametrize(

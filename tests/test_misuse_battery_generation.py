@@ -8,12 +8,12 @@ Same style as ``tests/test_misuse_battery.py``.
 from __future__ import annotations
 
 import re
-import traceback
 
 import numpy as np
 import pytest
 import torch
-from test_misuse_battery import CFG, COURSE_UTILS, Q, X  # the shared fixtures
+from test_bad_inputs import assert_raised_in_course_utils
+from test_misuse_battery import CFG, Q, X  # the shared fixtures
 
 from course_utils.config import ModelConfig, TrainConfig
 from course_utils.generation_timing import time_per_token
@@ -206,8 +206,7 @@ TRAINING = [
 def test_misuse_gives_a_clear_error(call, error, pattern):
     with pytest.raises(error, match=pattern) as info:
         call()
-    innermost = traceback.extract_tb(info.tb)[-1].filename
-    assert innermost.startswith(COURSE_UTILS), f"raised from {innermost}, not course_utils"
+    assert_raised_in_course_utils(info)
 
 
 @pytest.mark.parametrize(
