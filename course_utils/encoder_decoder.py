@@ -1,11 +1,13 @@
-"""The paper's encoder–decoder Transformer (Vaswani et al. 2017, §3.1, §3.2.3), pre-LN.
+"""The paper's encoder–decoder Transformer (Vaswani et al. 2017, §3.1, §3.2.3).
 
 The encoder reads the whole source with bidirectional self-attention (padding hidden); the
 decoder writes the target with masked (causal) self-attention, then *cross-attention*: its
 queries come from the decoder, its keys and values from the encoder's output ("memory"), so
 the weights have shape ``(B, h, T_tgt, T_src)``. Built from the pieces of
-:mod:`course_utils.attention` and :mod:`course_utils.layers`; the tests check it against
-``torch.nn.Transformer(norm_first=True, batch_first=True)`` with the same weights.
+:mod:`course_utils.attention` and :mod:`course_utils.layers`, in either layout:
+``norm_first=False`` is the paper's post-LN (and ``nn.Transformer``'s default),
+``norm_first=True`` pre-LN. The tests check both against
+``torch.nn.Transformer(norm_first=..., batch_first=True)`` with the same weights.
 
 Masks follow the course convention: bool, True = may attend. Padding masks are ``(B, T)``
 with True = a real token. The blocks (cross-attention, encoder block, decoder block) live in
@@ -21,7 +23,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils.attention import check_dropout_p
-from course_utils.checks import as_id_tensor, check_bool, check_choice, check_instance, check_int
+from course_utils.checks import (
+    as_id_tensor,
+    check_bool,
+    check_choice,
+    check_float,
+    check_instance,
+    check_int,
+)
 from course_utils.embedding import TokenEmbedding, as_token_ids, check_token_ids
 from course_utils.encoder_decoder_blocks import (
     ACTIVATIONS,
@@ -57,10 +66,14 @@ class EncoderDecoderConfig:
         activation: ``"relu"`` (the paper, and ``nn.Transformer``'s default) or ``"gelu"``.
         shared_embeddings: one table for source and target (needs one vocabulary, §3.4).
         pad_id: the padding id of both sides.
+        norm_first: True (the default here) = pre-LN, ``x + Sublayer(LN(x))``, with a final
+            LayerNorm after each stack; False = the paper's post-LN, ``LN(x + Sublayer(x))``
+            (§3.1), with no final LayerNorm: every block already ends in one.
 
     Raises:
         TypeError: a size or ``pad_id`` that is not an int (``24.0``, ``1e3``), a dropout
-            that is not a number, a ``shared_embeddings`` that is not a bool.
+            that is not a number, a ``shared_embeddings`` or ``norm_first`` that is not a
+            bool.
         ValueError: a size is not positive, d_model not divisible by n_heads or odd,
             dropout outside ``[0, 1)``, unknown activation, ``pad_id`` not an id of both
             vocabularies, or shared embeddings with two vocabulary sizes.
@@ -78,6 +91,7 @@ class EncoderDecoderConfig:
     activation: str = "relu"
     shared_embeddings: bool = False
     pad_id: int = 0
+    norm_first: bool = True
 
     def __post_init__(self) -> None:
         sizes = ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff", "max_len")
@@ -86,6 +100,7 @@ class EncoderDecoderConfig:
         self.dropout = check_dropout_p(self.dropout, "dropout")
         check_choice(self.activation, "activation", ACTIVATIONS)
         self.shared_embeddings = check_bool(self.shared_embeddings, "shared_embeddings")
+        self.norm_first = check_bool(self.norm_first, "norm_first")
         smallest = min(self.src_vocab_size, self.tgt_vocab_size)
         self.pad_id = check_int(
             self.pad_id, "pad_id", minimum=0, maximum=smallest - 1, why="an id of both vocabularies"
@@ -106,8 +121,11 @@ class EncoderDecoderConfig:
 class EncoderDecoder(nn.Module):
     """Source ids -> encoder -> memory; target ids + memory -> decoder -> logits (§3.1).
 
-    Embeddings are multiplied by sqrt(d_model) and get the sinusoidal positions of §3.5 added;
-    each stack ends with a final LayerNorm (needed with pre-LN). The LM head shares its matrix
+    Embeddings are multiplied by sqrt(d_model) and get the sinusoidal positions of §3.5 added.
+    With pre-LN each stack ends with a final LayerNorm (``encoder_norm``, ``decoder_norm``):
+    the residual stream of a pre-LN stack is a sum that no LayerNorm has touched, so it is
+    normalised once at the end; post-LN blocks end in a LayerNorm already, so there these
+    two are ``None``, as in the paper. The LM head shares its matrix
     with the target embedding (§3.4); with ``shared_embeddings`` the source uses that same
     table too. Tables start from N(0, 0.02) (:class:`TokenEmbedding`), so the initial logits
     are small and the loss at initialisation is close to ln(tgt_vocab_size).
@@ -136,16 +154,13 @@ class EncoderDecoder(nn.Module):
         )
         self.position = SinusoidalPositionalEncoding(c.max_len, c.d_model)
         self.dropout = nn.Dropout(c.dropout)
-        self.encoder_blocks = nn.ModuleList(
-            EncoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation)
-            for _ in range(c.n_encoder_layers)
-        )
-        self.encoder_norm = LayerNorm(c.d_model)
+        sizes = (c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation, c.norm_first)
+        self.encoder_blocks = nn.ModuleList(EncoderBlock(*sizes) for _ in range(c.n_encoder_layers))
+        self.encoder_norm = LayerNorm(c.d_model) if c.norm_first else None
         self.decoder_blocks = nn.ModuleList(
-            CrossDecoderBlock(c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation)
-            for _ in range(c.n_decoder_layers)
+            CrossDecoderBlock(*sizes) for _ in range(c.n_decoder_layers)
         )
-        self.decoder_norm = LayerNorm(c.d_model)
+        self.decoder_norm = LayerNorm(c.d_model) if c.norm_first else None
         self.lm_head = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         self.lm_head.weight = self.tgt_embedding.weight  # weight tying (§3.4)
 
@@ -204,7 +219,7 @@ class EncoderDecoder(nn.Module):
         x = self._embed(src, self.src_embedding, "src")
         for block in self.encoder_blocks:
             x = block(x, src_key_padding_mask, need_weights=need_weights)  # (B, T_src, C)
-        return self.encoder_norm(x)
+        return x if self.encoder_norm is None else self.encoder_norm(x)
 
     def decode(
         self,
@@ -213,16 +228,39 @@ class EncoderDecoder(nn.Module):
         src_key_padding_mask: torch.Tensor | None = None,
         *,
         need_weights: bool = False,
+        memory_kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
     ) -> torch.Tensor:
         """Logits ``(B, T_tgt, tgt_vocab_size)`` of ``tgt`` ``(B, T_tgt)`` reading ``memory``.
 
+        ``memory_kv``: optional, one ``(K, V)`` pair per decoder block (from
+        :meth:`cross_keys_values`), used instead of projecting ``memory`` again; ``memory``
+        may then be None.
+
         Raises:
-            ValueError / TypeError: bad ids, memory or mask, ``T_tgt > max_len``.
+            ValueError / TypeError: bad ids, memory, memory_kv or mask, ``T_tgt > max_len``.
         """
         y = self._embed(tgt, self.tgt_embedding, "tgt")
-        for block in self.decoder_blocks:
-            y = block(y, memory, src_key_padding_mask, need_weights=need_weights)  # (B, T_tgt, C)
-        return self.lm_head(self.decoder_norm(y))  # (B, T_tgt, C) -> (B, T_tgt, V_tgt)
+        if memory_kv is None:
+            memory_kv = [None] * len(self.decoder_blocks)
+        elif not isinstance(memory_kv, list | tuple) or len(memory_kv) != len(self.decoder_blocks):
+            raise ValueError(
+                f"memory_kv must hold one (K, V) pair per decoder block "
+                f"({len(self.decoder_blocks)}); compute it with cross_keys_values(memory)"
+            )
+        for block, kv in zip(self.decoder_blocks, memory_kv):
+            y = block(y, memory, src_key_padding_mask, need_weights, memory_kv=kv)  # (B, T_tgt, C)
+        if self.decoder_norm is not None:
+            y = self.decoder_norm(y)
+        return self.lm_head(y)  # (B, T_tgt, C) -> (B, T_tgt, V_tgt)
+
+    def cross_keys_values(self, memory: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Every decoder block's cross-attention ``(K, V)`` of ``memory`` ``(B, T_src, C)``,
+        each ``(B, h, T_src, d_k)``: computed once per source, reused at every decoding step.
+
+        Raises:
+            ValueError / TypeError: memory not a float ``(B, T_src, d_model)`` tensor.
+        """
+        return [block.cross_attention.keys_values(memory) for block in self.decoder_blocks]
 
     def forward(
         self,
@@ -230,6 +268,7 @@ class EncoderDecoder(nn.Module):
         tgt: torch.Tensor,
         targets: torch.Tensor | None = None,
         need_weights: bool = False,
+        label_smoothing: float = 0.0,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher forcing: logits for every target position and, given targets, the loss.
 
@@ -240,16 +279,22 @@ class EncoderDecoder(nn.Module):
                 ``pad_id`` positions, and ``-100`` (``F.cross_entropy``'s ``ignore_index``),
                 are left out of the loss.
             need_weights: keep the attention weights of every block (teaching path).
+            label_smoothing: ε in ``[0, 1)``; the loss's target puts ``1 - ε`` on the right
+                token and spreads ε uniformly over all ``V_tgt`` tokens (Vaswani et al. 2017,
+                §5.4, ε = 0.1; Szegedy et al. 2016, §7). 0 = the plain cross-entropy.
 
         Returns:
-            ``(logits, loss)``: logits ``(B, T_tgt, V_tgt)``; the mean cross-entropy in nats
-            over non-pad (and non ``-100``) targets, or None.
+            ``(logits, loss)``: logits ``(B, T_tgt, V_tgt)``; the mean (label-smoothed)
+            cross-entropy in nats over non-pad (and non ``-100``) targets, or None.
 
         Raises:
             ValueError / TypeError: bad ids, a source row of only ``pad_id``, or targets not
                 shaped like ``tgt``, not integer ids, or outside ``[0, tgt_vocab_size)`` (other
-                than ``-100``).
+                than ``-100``); ``label_smoothing`` outside ``[0, 1)`` or not a number.
         """
+        label_smoothing = check_float(
+            label_smoothing, "label_smoothing", 0.0, 1.0, high_open=True, why="e.g. 0.1 (§5.4)"
+        )
         src, tgt = self._ids(src, "src"), self._ids(tgt, "tgt")
         src_key_padding_mask = self._source_mask(src)
         memory = self.encode(src, src_key_padding_mask, need_weights=need_weights)
@@ -266,15 +311,30 @@ class EncoderDecoder(nn.Module):
         check_token_ids(targets, self.config.tgt_vocab_size, "targets")
         targets = targets.to(logits.device)
         loss = F.cross_entropy(
-            logits.flatten(0, 1), targets.flatten(), ignore_index=self.config.pad_id
+            logits.flatten(0, 1),
+            targets.flatten(),
+            ignore_index=self.config.pad_id,
+            label_smoothing=label_smoothing,
         )
         return logits, loss
 
     @torch.no_grad()
     def greedy_decode(
-        self, src: torch.Tensor, start: torch.Tensor, eos_id: int, max_new_tokens: int
+        self,
+        src: torch.Tensor,
+        start: torch.Tensor,
+        eos_id: int,
+        max_new_tokens: int,
+        *,
+        reuse_cross_kv: bool = True,
     ) -> torch.Tensor:
         """Encode once, then append the most likely token until ``<eos>`` or the budget.
+
+        With ``reuse_cross_kv`` (the default) every cross-attention's keys and values of the
+        source are computed once, before the first step (:meth:`cross_keys_values`), since
+        the source does not change; False projects ``memory`` again at every step (same
+        tokens, more work). The decoder's self-attention still reruns over the whole prefix
+        at every step: a KV cache for it is notebook 13's.
 
         Args:
             src: ``(B, T_src)`` source ids.
@@ -282,18 +342,21 @@ class EncoderDecoder(nn.Module):
             eos_id: end-of-sequence id; after it a row is filled with ``pad_id``.
             max_new_tokens: at most this many tokens are added (``T0 + max_new_tokens`` must
                 fit in ``max_len``).
+            reuse_cross_kv: compute the source's cross-attention keys/values once (a bool).
 
         Returns:
             ``(B, T0 + n)`` int64, ``n <= max_new_tokens`` (stops early when every row ended).
 
         Raises:
-            TypeError: ``eos_id`` or ``max_new_tokens`` is not an int; bad ids.
+            TypeError: ``eos_id`` or ``max_new_tokens`` is not an int, ``reuse_cross_kv`` not
+                a bool; bad ids.
             ValueError: ``start`` has another batch size than ``src``, the output would
                 exceed ``max_len``, ``max_new_tokens < 0``, or ``eos_id`` is not a target id.
         """
         src, start = self._ids(src, "src"), as_token_ids(start, self.config.tgt_vocab_size, "start")
         eos_id = check_int(eos_id, "eos_id", minimum=0, maximum=self.config.tgt_vocab_size - 1)
         max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0)
+        reuse_cross_kv = check_bool(reuse_cross_kv, "reuse_cross_kv")
         if start.ndim != 2 or start.shape[0] != src.shape[0]:
             raise ValueError(
                 f"start must be (B={src.shape[0]}, T0) token ids, got {tuple(start.shape)}"
@@ -307,9 +370,10 @@ class EncoderDecoder(nn.Module):
         self.eval()
         src_key_padding_mask = self._source_mask(src)
         memory = self.encode(src, src_key_padding_mask)  # the source is read once
+        memory_kv = self.cross_keys_values(memory) if reuse_cross_kv else None
         ids, done = start, torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
         for _ in range(max_new_tokens):
-            logits = self.decode(ids, memory, src_key_padding_mask)[:, -1]  # (B, V_tgt)
+            logits = self.decode(ids, memory, src_key_padding_mask, memory_kv=memory_kv)[:, -1]
             next_id = logits.argmax(dim=-1).masked_fill(done, self.config.pad_id)
             ids = torch.cat([ids, next_id[:, None]], dim=1)  # (B, T) -> (B, T + 1)
             done |= next_id == eos_id

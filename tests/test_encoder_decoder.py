@@ -1,5 +1,6 @@
-"""The encoder–decoder against torch.nn.Transformer(norm_first=True, batch_first=True), with the
-same weights copied across, and its masks, cross-attention and greedy decoding by property."""
+"""The encoder–decoder against torch.nn.Transformer(norm_first=..., batch_first=True), with the
+same weights copied across (pre-LN and the paper's post-LN), and its masks, cross-attention,
+label smoothing and greedy decoding by property."""
 
 from __future__ import annotations
 
@@ -49,13 +50,17 @@ def _copy(pairs) -> None:
 
 
 def transformer_like(model: EncoderDecoder) -> nn.Transformer:
-    """nn.Transformer (pre-LN, batch-first, no dropout) holding ``model``'s weights."""
+    """nn.Transformer (batch-first, no dropout, ``model``'s layout) holding its weights.
+
+    nn.Transformer always builds a final LayerNorm after each stack, post-LN too; the
+    paper's post-LN has none, so for ``norm_first=False`` they are removed (set to None,
+    which nn.TransformerEncoder/Decoder skip)."""
     c = model.config
     with warnings.catch_warnings():  # "enable_nested_tensor ... norm_first was True": expected
         warnings.simplefilter("ignore", UserWarning)
         reference = nn.Transformer(
             c.d_model, c.n_heads, c.n_encoder_layers, c.n_decoder_layers, c.d_ff,
-            dropout=0.0, activation=c.activation, batch_first=True, norm_first=True,
+            dropout=0.0, activation=c.activation, batch_first=True, norm_first=c.norm_first,
         ).eval()  # fmt: skip
     for ours, theirs in zip(model.encoder_blocks, reference.encoder.layers):
         copy_attention_weights(ours.attention, theirs.self_attn)
@@ -66,9 +71,15 @@ def transformer_like(model: EncoderDecoder) -> nn.Transformer:
         copy_attention_weights(ours.cross_attention, theirs.multihead_attn)
         _copy([(ours.ln_1, theirs.norm1), (ours.ln_2, theirs.norm2), (ours.ln_3, theirs.norm3)])
         _copy([(ours.feed_forward.up, theirs.linear1), (ours.feed_forward.down, theirs.linear2)])
-    _copy(
-        [(model.encoder_norm, reference.encoder.norm), (model.decoder_norm, reference.decoder.norm)]
-    )
+    if c.norm_first:
+        _copy(
+            [
+                (model.encoder_norm, reference.encoder.norm),
+                (model.decoder_norm, reference.decoder.norm),
+            ]
+        )
+    else:
+        reference.encoder.norm = reference.decoder.norm = None
     return reference
 
 
@@ -96,11 +107,14 @@ def _reference_logits(model, reference, src, tgt, tgt_padding=None):
     return model.lm_head(out)
 
 
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-LN", "post-LN (paper)"])
 @pytest.mark.parametrize("need_weights", [False, True], ids=["fast path", "teaching path"])
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
-def test_matches_nn_transformer_with_padding_and_unequal_lengths(need_weights, activation):
+def test_matches_nn_transformer_with_padding_and_unequal_lengths(
+    need_weights, activation, norm_first
+):
     torch.manual_seed(0)
-    model = EncoderDecoder(_config(activation=activation)).eval()
+    model = EncoderDecoder(_config(activation=activation, norm_first=norm_first)).eval()
     _randomise(model)
     reference = transformer_like(model)
     src, tgt = _batch(model.config)
@@ -111,10 +125,39 @@ def test_matches_nn_transformer_with_padding_and_unequal_lengths(need_weights, a
         expected_memory = reference.encoder(
             model.src_embedding(src) + model.position.pe[:T_SRC], src_key_padding_mask=src == 0
         )
-    torch.testing.assert_close(memory, expected_memory, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(memory, expected_memory, atol=1e-5, rtol=0)
     expected = _reference_logits(model, reference, src, tgt)
     assert logits.shape == (B, T_TGT, model.config.tgt_vocab_size)
-    torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(logits, expected, atol=1e-5, rtol=0)
+
+
+def test_post_ln_has_no_final_norms_and_differs_from_pre_ln_with_the_same_weights():
+    torch.manual_seed(0)
+    pre = EncoderDecoder(_config()).eval()
+    post = EncoderDecoder(_config(norm_first=False)).eval()
+    assert post.encoder_norm is None and post.decoder_norm is None
+    shared = {
+        k: v
+        for k, v in pre.state_dict().items()
+        if not k.startswith(("encoder_norm", "decoder_norm"))
+    }
+    assert set(shared) == set(post.state_dict())  # same parameters besides the final norms
+    post.load_state_dict(shared)
+    _randomise(pre), _randomise(post)
+    src, tgt = _batch(pre.config)
+    with torch.no_grad():
+        assert not torch.allclose(pre(src, tgt)[0], post(src, tgt)[0], atol=1e-2)
+        # nn.Transformer's post-LN default keeps its two final LayerNorms: not the paper's.
+        reference = transformer_like(post)
+        assert reference.encoder.norm is None and reference.decoder.norm is None
+        expected = _reference_logits(post, reference, src, tgt)
+        reference.encoder.norm = nn.LayerNorm(C).eval()
+        assert not torch.allclose(_reference_logits(post, reference, src, tgt), expected, atol=1e-3)
+    # Each post-LN block ends in a LayerNorm: with weight 1 and bias 0 its rows are normalised.
+    fresh = EncoderDecoder(_config(norm_first=False)).eval()
+    with torch.no_grad():
+        memory = fresh.encode(src)
+    torch.testing.assert_close(memory.mean(-1), torch.zeros(B, T_SRC), atol=1e-5, rtol=0)
 
 
 def test_target_padding_changes_nothing_at_real_positions():
@@ -222,6 +265,75 @@ def test_loss_ignores_padding_and_starts_near_ln_v():
     expected = nn.functional.cross_entropy(logits[real], targets[real])
     torch.testing.assert_close(loss, expected)
     assert abs(loss.item() - torch.log(torch.tensor(13.0)).item()) < 1.0
+
+
+def test_label_smoothing_matches_its_formula_and_zero_is_the_plain_loss():
+    torch.manual_seed(0)
+    model = EncoderDecoder(_config())
+    src, tgt = _batch(model.config)
+    targets = torch.randint(1, model.config.tgt_vocab_size, (B, T_TGT))
+    targets[1, 3:] = 0  # padding, left out
+    eps = 0.1
+    logits, smoothed = model(src, tgt, targets, label_smoothing=eps)
+    _, plain = model(src, tgt, targets)
+    real = targets != 0
+    log_p = logits[real].log_softmax(-1)  # (N, V)
+    nll = -log_p.gather(-1, targets[real][:, None]).squeeze(-1)
+    uniform = -log_p.mean(-1)  # cross-entropy against the uniform distribution over V
+    torch.testing.assert_close(smoothed, ((1 - eps) * nll + eps * uniform).mean())
+    torch.testing.assert_close(plain, nll.mean())
+    torch.testing.assert_close(model(src, tgt, targets, label_smoothing=0.0)[1], plain)
+    assert smoothed > plain - 1  # and the two differ
+    assert not torch.isclose(smoothed, plain)
+    with pytest.raises(ValueError, match="label_smoothing"):
+        model(src, tgt, targets, label_smoothing=1.0)
+    with pytest.raises(TypeError, match="label_smoothing"):
+        model(src, tgt, targets, label_smoothing="0.1")
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-LN", "post-LN"])
+def test_greedy_decode_with_cross_kv_computed_once_equals_recomputing_it(norm_first):
+    torch.manual_seed(0)
+    model = EncoderDecoder(_config(norm_first=norm_first)).eval()
+    _randomise(model)
+    src, _ = _batch(model.config)
+    start = torch.full((B, 1), 2)
+    # an end id this model never writes in 8 steps, so both rows decode all 8 steps
+    eos = next(
+        i
+        for i in range(1, model.config.tgt_vocab_size)
+        if model.greedy_decode(src, start, eos_id=i, max_new_tokens=8).shape[1] == 9
+    )
+    calls = []
+    hooks = [
+        block.cross_attention.w_k.register_forward_hook(lambda *_: calls.append(1))
+        for block in model.decoder_blocks
+    ]
+    once = model.greedy_decode(src, start, eos_id=eos, max_new_tokens=8)
+    n_once = len(calls)
+    again = model.greedy_decode(src, start, eos_id=eos, max_new_tokens=8, reuse_cross_kv=False)
+    n_again = len(calls) - n_once
+    for hook in hooks:
+        hook.remove()
+    assert torch.equal(once, again)
+    steps = once.shape[1] - 1
+    assert steps == 8
+    assert n_once == model.config.n_decoder_layers
+    assert n_again == model.config.n_decoder_layers * steps
+    # The logits of one step agree too.
+    with torch.no_grad():
+        memory = model.encode(src)
+        kv = model.cross_keys_values(memory)
+        torch.testing.assert_close(
+            model.decode(once, None, src != 0, memory_kv=kv),
+            model.decode(once, memory, src != 0),
+            atol=1e-6,
+            rtol=0,
+        )
+        with pytest.raises(ValueError, match="one \\(K, V\\) pair per decoder block"):
+            model.decode(once, memory, memory_kv=kv[:1])
+        with pytest.raises(ValueError, match="memory_kv"):
+            model.decode(once, memory, memory_kv=[(kv[0][0], kv[0][1][:, :1])] * len(kv))
 
 
 def test_greedy_decode_equals_step_by_step_argmax_and_pads_after_eos():
