@@ -1,12 +1,21 @@
-"""Checkpoints: atomic writes, safe reads (``weights_only``), exact resume."""
+"""Checkpoints: atomic writes, safe reads (``weights_only``), a checksum, exact resume.
+
+Every checkpoint :func:`save_checkpoint` writes holds a SHA-256 checksum of its payload (every
+tensor's dtype, shape and bytes, and every config value) under the key ``"checksum"``.
+:func:`load_checkpoint` recomputes it and refuses a file whose checksum differs (a disk or
+copy error, a partial download), naming the file. A checkpoint written before checksums
+existed has no ``"checksum"`` key: it is loaded unchecked, as before, since nothing recorded
+what it should hold; :func:`add_checksum` adds one to such a file without changing a weight.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import re
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
@@ -80,6 +89,12 @@ def save_checkpoint(
             "per_rank": rank_rng_states,
         },
     }
+    _write_atomically(_with_checksum(state), path)
+    return path
+
+
+def _write_atomically(state: dict, path: Path) -> None:
+    """torch.save to a temporary file in the same folder, fsync, then rename over ``path``."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     os.close(handle)
     try:
@@ -93,7 +108,6 @@ def save_checkpoint(
     finally:
         if os.path.exists(temporary):
             os.remove(temporary)
-    return path
 
 
 def load_checkpoint(
@@ -114,15 +128,19 @@ def load_checkpoint(
 
     Returns:
         The checkpoint dict (``model``, ``optimizer``, ``model_config``, ``train_config``,
-        ``step``, ``history``, ``rng``).
+        ``step``, ``history``, ``rng``; ``checksum`` when the file has one).
 
     Raises:
         FileNotFoundError: no file at ``path`` (a folder included).
         TypeError: ``path`` is not a str or Path, ``model`` is not a TinyDecoder, or
             ``optimizer`` is not a torch optimizer.
-        ValueError: the file is not a readable checkpoint, or it was written for a model
-            with a different config (the message lists the fields that differ), or
-            ``map_location`` is not a device name.
+        ValueError: the file is not a readable checkpoint; its stored checksum differs from
+            its content (the file was damaged after it was written); its ``model_config`` has
+            a field this version of the course does not know (written by another version);
+            it was written for a model with a different config (the message lists the
+            fields that differ); ``optimizer`` is not the optimizer of a model like the
+            checkpoint's (other parameter count or shapes); or ``map_location`` is not a
+            device name. Nothing is loaded into ``model`` or ``optimizer`` when it raises.
         RuntimeError: ``map_location`` is a CUDA or MPS device this machine does not have.
     """
     if model is not None:
@@ -145,6 +163,10 @@ def load_checkpoint(
             f"{path} is not a checkpoint written by save_checkpoint: expected the keys "
             f"'model' and 'model_config', found {found}{hint}"
         )
+    _verify_checksum(state, path)
+    _check_known_fields(state["model_config"], path)
+    if optimizer is not None and state.get("optimizer") is not None:
+        _check_optimizer_matches(state["optimizer"], optimizer, path)
     if model is not None:
         expected = asdict(model.config)
         saved = state["model_config"]
@@ -214,9 +236,136 @@ def model_from_checkpoint(
     """Rebuild a :class:`TinyDecoder` from a checkpoint's stored config and load its weights.
 
     Raises:
-        FileNotFoundError, TypeError, ValueError: as :func:`load_checkpoint`.
+        FileNotFoundError, TypeError, ValueError: as :func:`load_checkpoint` (a damaged
+            file, a config field this version does not know).
     """
     state = load_checkpoint(path, map_location=map_location)
     model = TinyDecoder(ModelConfig(**state["model_config"]))
     model.load_state_dict(state["model"])
     return model.to(map_location)
+
+
+def add_checksum(path: str | Path) -> str:
+    """Store the checksum in a checkpoint written before checksums existed; return it.
+
+    The file is read safely, the checksum of its payload added under ``"checksum"`` and the
+    file rewritten atomically; every tensor and value stays exactly as it was (a file that
+    already has a checksum must match it, and is left as it is).
+
+    Raises:
+        FileNotFoundError, TypeError, ValueError: as :func:`load_checkpoint`.
+    """
+    state = load_checkpoint(path)
+    if "checksum" not in state:
+        _write_atomically(_with_checksum(state), _check_path(path))
+        state = _with_checksum(state)
+    return state["checksum"]["sha256"]
+
+
+#: The checksum's algorithm and what it covers, stored next to the digest.
+_CHECKSUM_KIND = "sha256 of every tensor's dtype, shape and bytes and every value, keys sorted"
+
+
+def payload_sha256(state: object) -> str:
+    """SHA-256 (hex) of a checkpoint's content, whatever the file's bytes or the device.
+
+    Tensors contribute their dtype, shape and raw bytes (moved to the CPU, contiguous);
+    dicts their items in sorted key order; lists and tuples their items in order; other
+    values (str, int, float, bool, None) their type and ``repr``. The ``"checksum"`` entry
+    itself is left out. Two states hash the same exactly when every tensor is bit-identical
+    and every other value equal.
+    """
+    digest = hashlib.sha256()
+    if isinstance(state, dict):
+        state = {key: value for key, value in state.items() if key != "checksum"}
+    _feed(state, digest)
+    return digest.hexdigest()
+
+
+def _feed(value: object, digest) -> None:
+    if isinstance(value, torch.Tensor):
+        flat = value.detach().to("cpu").contiguous().reshape(-1)
+        digest.update(f"tensor {value.dtype} {tuple(value.shape)}:".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    elif isinstance(value, dict):
+        keys = sorted(value, key=repr)
+        digest.update(f"dict {len(keys)}:".encode())
+        for key in keys:
+            _feed(key, digest)
+            _feed(value[key], digest)
+    elif isinstance(value, list | tuple):
+        digest.update(f"{type(value).__name__} {len(value)}:".encode())
+        for item in value:
+            _feed(item, digest)
+    else:
+        digest.update(f"{type(value).__name__} {value!r};".encode())
+
+
+def _with_checksum(state: dict) -> dict:
+    return {**state, "checksum": {"sha256": payload_sha256(state), "covers": _CHECKSUM_KIND}}
+
+
+def _verify_checksum(state: dict, path: object) -> None:
+    """ValueError when the stored checksum differs from the content; no checksum: unchecked."""
+    stored = state.get("checksum")
+    if stored is None:
+        return  # written before checksums existed: nothing records what it should hold
+    expected = stored.get("sha256") if isinstance(stored, dict) else None
+    actual = payload_sha256(state)
+    if expected != actual:
+        raise ValueError(
+            f"checkpoint {path} is damaged: its content no longer matches the checksum stored "
+            f"when it was written (sha256 {str(expected)[:12]}..., now {actual[:12]}...), so "
+            "some weights or settings changed on disk or in a copy; it was not loaded. Copy "
+            "it again from where it came from, or train again (`make checkpoint` rebuilds the "
+            "course's assets/checkpoints/baby.pt)"
+        )
+
+
+def _check_known_fields(saved: object, path: object) -> None:
+    """ValueError for a ``model_config`` field this version's ModelConfig does not have."""
+    known = [field.name for field in fields(ModelConfig)]
+    unknown = [key for key in saved if key not in known] if isinstance(saved, dict) else []
+    if unknown:
+        raise ValueError(
+            f"checkpoint {path} has model_config field(s) {unknown} that this version of the "
+            f"course's ModelConfig does not know (it knows {known}); the checkpoint was "
+            "written by another version of course_utils. Update the course (git pull, then "
+            "make setup) to load it, or load it with the version that wrote it"
+        )
+
+
+def _check_optimizer_matches(saved: dict, optimizer: torch.optim.Optimizer, path: object) -> None:
+    """ValueError unless ``optimizer`` holds parameters like those the saved state is for."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    saved_groups = [len(group["params"]) for group in saved.get("param_groups", [])]
+    groups = [len(group["params"]) for group in optimizer.param_groups]
+    saved_ids = [i for group in saved.get("param_groups", []) for i in group["params"]]
+    problem = None
+    if saved_groups != groups:
+        problem = (
+            f"the checkpoint's optimizer has parameter groups of sizes {saved_groups}, the "
+            f"optimizer passed has {groups}"
+        )
+    else:
+        states = saved.get("state", {})
+        for index, (param, saved_id) in enumerate(zip(params, saved_ids)):
+            moments = states.get(saved_id, {})
+            shapes = {
+                tuple(v.shape) for v in moments.values() if isinstance(v, torch.Tensor) and v.ndim
+            }
+            if shapes and shapes != {tuple(param.shape)}:
+                problem = (
+                    f"parameter {index} of the optimizer passed has shape "
+                    f"{tuple(param.shape)}, the checkpoint's optimizer state for it has "
+                    f"{sorted(shapes)}"
+                )
+                break
+    if problem:
+        raise ValueError(
+            f"checkpoint {path}: optimizer is not the optimizer of a model like the one this "
+            f"checkpoint holds ({problem}); build the model from the checkpoint first, then "
+            "its optimizer: model = TinyDecoder(ModelConfig(**checkpoint['model_config'])); "
+            "optimizer = make_optimizer(model, train_config); load_checkpoint(path, model, "
+            "optimizer). Nothing was loaded"
+        )
