@@ -87,8 +87,9 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     """Keep the ``k`` largest logits of each row; set the others to ``-inf``.
 
-    Entries tied with the k-th largest are kept too (so a row may keep more than k when
-    values tie).
+    Ties: entries tied with the k-th largest are all kept (so a row may keep more than k
+    when values tie): the rule compares values, not ranks, and never depends on token ids.
+    :func:`top_p_filter` differs: it can keep one of two equal tokens and drop the other.
 
     Args:
         logits: float ``(B, V)``.
@@ -123,6 +124,13 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     kept, and ``p = 1`` keeps everything. Unlike top-k, the number kept adapts: few tokens
     when the model is sure, many when it is not.
 
+    Ties: the sort is stable, so equally likely tokens are ranked by id (smaller first), and
+    the cut can fall *between* them: with four tokens of probability 0.25 and ``p = 0.5``
+    ids 0 and 1 are kept and ids 2 and 3 removed, although all four are equally likely.
+    (:func:`top_k_filter` with ``k = 2`` keeps all four: it keeps every token tied with the
+    k-th.) A stable sort makes that choice reproducible on every device; ties between
+    float32 probabilities are rare outside constructed examples.
+
     Args:
         logits: float ``(B, V)``.
         p: a number in ``(0, 1]``.
@@ -145,7 +153,8 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     if p == 1:
         return logits.clone()  # rounding could make a cumulative sum exceed 1
     probabilities = torch.softmax(logits.float(), dim=-1)  # (B, V)
-    sorted_probabilities, order = probabilities.sort(dim=-1, descending=True)  # (B, V) each
+    # stable: tied tokens keep id order, so which of them survives the cut is reproducible
+    sorted_probabilities, order = probabilities.sort(dim=-1, descending=True, stable=True)
     mass_before = sorted_probabilities.cumsum(dim=-1) - sorted_probabilities  # exclusive sum
     remove_sorted = mass_before >= p  # (B, V) in sorted order; position 0 is never removed
     remove = remove_sorted.scatter(-1, order, remove_sorted)  # back to vocabulary order

@@ -200,3 +200,19 @@ def test_filters_never_modify_their_input_and_keep_dtype():
         assert out.dtype == torch.float64
     assert torch.equal(logits, before)
     assert math.isclose(torch.softmax(top_p_filter(logits, 0.5), -1).sum().item(), 4.0)
+
+
+def test_ties_top_k_keeps_every_tied_token_top_p_cuts_between_them_by_id():
+    # Four equally likely tokens (0.25 each) and a clear favourite in a second row.
+    logits = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 3.0, 0.0]])
+    kept_k = top_k_filter(logits, 2) > -math.inf
+    kept_p = top_p_filter(logits, 0.5) > -math.inf
+    # top-k compares values: every token tied with the 2nd largest stays
+    assert kept_k.tolist() == [[True] * 4, [True] * 4]
+    # top-p ranks tied tokens by id (stable sort) and stops once the mass reaches p
+    assert kept_p.tolist() == [[True, True, False, False], [False, False, True, False]]
+    # the same on reversed ids: it is the id order, not the position of the values
+    flipped = top_p_filter(logits.flip(-1), 0.5) > -math.inf
+    assert flipped[0].tolist() == [True, True, False, False]
+    # ties inside the nucleus change nothing: all tied tokens kept when p needs them all
+    assert (top_p_filter(logits[:1], 0.9) > -math.inf).all()
