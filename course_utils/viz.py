@@ -142,6 +142,40 @@ def _check_unit_range(weights: torch.Tensor) -> None:
         )
 
 
+#: Colour of NaN cells (imshow would leave them blank) and of the note that explains them.
+_NAN_COLOR = "crimson"
+
+
+def _mark_nan(ax: plt.Axes, weights: torch.Tensor, title: str) -> str:
+    """Mark NaN weights in the heatmap and return the title with a line that says why.
+
+    imshow draws NaN as a blank cell, which reads as "no attention". A row of NaN is almost
+    always a fully masked row: every key of that query was masked, so the softmax of all
+    ``-inf`` scores is 0/0. Such a row gets a hatched band and the words "all keys masked";
+    an isolated NaN cell gets an ×.
+    """
+    nan = torch.isnan(weights)
+    if not nan.any():
+        return title
+    width = weights.shape[1]
+    full = nan.all(dim=1)
+    for row in full.nonzero().flatten().tolist():
+        ax.add_patch(
+            plt.Rectangle(
+                (-0.5, row - 0.5), width, 1, fill=False, hatch="///", edgecolor=_NAN_COLOR
+            )
+        )
+        ax.text((width - 1) / 2, row, "NaN: all keys masked", ha="center", va="center",
+                fontsize=9, color=_NAN_COLOR, backgroundcolor="white")  # fmt: skip
+    for row, column in (nan & ~full[:, None]).nonzero().tolist():
+        ax.text(column, row, "×", ha="center", va="center", fontsize=11, color=_NAN_COLOR)
+    rows = int(full.sum())
+    cells = int((nan & ~full[:, None]).sum())
+    parts = [f"{rows} NaN row{'s' * (rows != 1)} (fully masked: softmax 0/0)"] if rows else []
+    parts += [f"{cells} NaN cell{'s' * (cells != 1)} (×)"] if cells else []
+    return f"{title}\n" + ", ".join(parts)
+
+
 def plot_attention(
     weights: torch.Tensor,
     query_tokens: Sequence[str],
@@ -162,6 +196,10 @@ def plot_attention(
             array-like, ``ax`` is not an Axes, ``colorbar`` is not a bool.
         ValueError: ``weights`` is not 2-D, is empty, the label counts do not match its
             shape, or it holds values outside [0, 1] (raw scores: softmax them first).
+
+    NaN weights are not drawn blank without a word: a row of NaN (a fully masked query,
+    whose softmax is 0/0) is hatched and labelled "NaN: all keys masked", a single NaN cell
+    gets an ×, and the title gets a second line that counts them.
     """
     if ax is not None and not isinstance(ax, plt.Axes):
         raise TypeError(
@@ -185,6 +223,7 @@ def plot_attention(
     _check_unit_range(weights)
     ax = ax or plt.subplots(figsize=(4.5, 4))[1]
     image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+    title = _mark_nan(ax, weights, title)
     _set_key_labels(ax, _as_labels(key_tokens))
     ax.set_yticks(range(len(query_tokens)), _as_labels(query_tokens))
     ax.set_xlabel("key position (attended to)")
