@@ -20,9 +20,13 @@ def verdict(checker, function, capsys) -> tuple[bool, str]:
 # --- one training step ----------------------------------------------------------------------
 
 
-def make_step(zero=True, clip=True, set_lr=True, step=True, item=True, zero_late=False):
+def make_step(
+    zero=True, clip=True, set_lr=True, step=True, item=True, zero_late=False, first_group=False
+):
     def training_step(model, optimizer, x, y, lr, grad_clip):
-        if set_lr:
+        if first_group:
+            optimizer.param_groups[0]["lr"] = lr  # the second (no-decay) group keeps its rate
+        elif set_lr:
             for group in optimizer.param_groups:
                 group["lr"] = lr
         if zero:
@@ -70,11 +74,42 @@ def test_training_step_accepts_zero_grad_set_to_none_false(capsys):
         (dict(step=False), "the weights did not change: call optimizer.step()"),
         (dict(item=False), "should return the loss as a float (loss.item())"),
         (dict(zero_late=True), "the weights did not change"),
+        (dict(first_group=True), "only the first parameter group got the new learning rate"),
     ],
 )
 def test_training_step_names_each_mistake(mistake, reason, capsys):
     ok, out = verdict(check_training_step, make_step(**mistake), capsys)
     assert not ok and out.startswith("❌ training_step") and reason in out, out
+
+
+def test_training_step_checker_has_two_parameter_groups_as_make_optimizer(capsys):
+    # The first-group-only mistake can only show with a second group; make_optimizer has two.
+    from course_utils.config import TrainConfig
+    from course_utils.exercises.nb12_training import _tiny_decoder
+    from course_utils.training import make_optimizer
+
+    seen = []
+
+    def spy(model, optimizer, x, y, lr, grad_clip):
+        seen.append(len(optimizer.param_groups))
+        return make_step()(model, optimizer, x, y, lr, grad_clip)
+
+    assert verdict(check_training_step, spy, capsys)[0]
+    groups = make_optimizer(_tiny_decoder(), TrainConfig(batch_size=1, max_iters=10)).param_groups
+    assert set(seen) == {len(groups)} == {2}
+
+
+def test_training_step_accepts_a_learning_rate_set_through_a_comprehension(capsys):
+    def training_step(model, optimizer, x, y, lr, grad_clip):
+        [group.update(lr=lr) for group in optimizer.param_groups]
+        optimizer.zero_grad()
+        loss = model(x, y)[1]
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(model.parameters()), max_norm=grad_clip)
+        optimizer.step()
+        return loss.item()
+
+    assert verdict(check_training_step, training_step, capsys)[0]
 
 
 def test_training_step_reports_an_unfinished_exercise(capsys):

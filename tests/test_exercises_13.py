@@ -67,12 +67,20 @@ def test_check_new_positions_accepts_an_arange_from_the_cache_length(capsys):
 
     assert verdict(check_new_positions, right, capsys) == (True, "✅ new_positions: correct\n")
 
+    def by_addition(cache_length, n_new):  # a correct alternative
+        return cache_length + torch.arange(n_new, dtype=torch.long)
+
+    assert verdict(check_new_positions, by_addition, capsys)[0]
+
 
 def test_check_new_positions_names_each_mistake(capsys):
     cases = {
         "starts again at 0: add the cache length": lambda c, n: torch.arange(n),
         "one too far": lambda c, n: torch.arange(c + 1, c + n + 1),
         "has dtype torch.float32": lambda c, n: torch.arange(c, c + n, dtype=torch.float32),
+        "has dtype torch.int32; positions are int64": lambda c, n: torch.arange(
+            c, c + n, dtype=torch.int32
+        ),
         "should be a torch.Tensor": lambda c, n: list(range(c, c + n)),
         "has shape (1,), expected (5,)": lambda c, n: torch.tensor([c]),
         "not implemented yet": unfinished,
@@ -116,6 +124,12 @@ def _inclusive(logits, p):  # the classic bug: the token that crosses p is dropp
     return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
 
 
+def _strict(logits, p):  # right except on a tie: keeps the token after a mass of exactly p
+    probabilities, order = torch.softmax(logits, -1).sort(dim=-1, descending=True)
+    before = probabilities.cumsum(-1) - probabilities
+    return logits.masked_fill((before > p).scatter(-1, order, before > p), float("-inf"))
+
+
 def _vocabulary_order(logits, p):  # cumulative sum without sorting first
     probabilities = torch.softmax(logits, -1)
     remove = probabilities.cumsum(-1) - probabilities >= p
@@ -136,6 +150,7 @@ def test_check_top_p_filter_names_each_mistake(capsys):
         "returned probabilities": lambda x, p: torch.softmax(_right_top_p(x, p), -1),
         "is in sorted order": _left_sorted,
         "keep the token that makes the mass reach p": _inclusive,
+        "remove where that mass is >= p, not > p": _strict,
         "sum the probabilities in decreasing order": _vocabulary_order,
         "the kept logits": lambda x, p: _right_top_p(x, p) / 2.0,
         "has shape": lambda x, p: _right_top_p(x, p)[:, :-1],

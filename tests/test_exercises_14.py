@@ -141,3 +141,42 @@ def test_checkers_leave_the_global_random_state_alone():
     torch.manual_seed(3)
     check_cross_attention(_cross)
     torch.testing.assert_close(torch.rand(3), expected)
+
+
+def _masks_from_longest(lengths, t_src, t_tgt):
+    """Plausible mistake: the key axis built from max(src_lengths), not T_src."""
+    real = torch.arange(max(lengths)) < torch.tensor(lengths)[:, None]  # (B, max_len)
+    padding = real[:, None, None, :]
+    return padding, torch.ones(t_tgt, t_tgt, dtype=torch.bool).tril(), padding
+
+
+def test_masks_from_the_longest_source_fail_when_the_batch_is_padded_past_it(capsys):
+    assert not check_encoder_decoder_masks(_masks_from_longest)
+    out = capsys.readouterr().out
+    assert "❌" in out and "max(src_lengths) = 5" in out and "T_src = 8" in out, out
+
+
+def test_masks_with_tril_minus_one_get_the_diagonal_hint(capsys):
+    def tril_minus_one(lengths, t_src, t_tgt):
+        encoder, _, cross = _masks(lengths, t_src, t_tgt)
+        return encoder, torch.ones(t_tgt, t_tgt, dtype=torch.bool).tril(-1), cross
+
+    assert not check_encoder_decoder_masks(tril_minus_one)
+    out = capsys.readouterr().out
+    assert "tril(-1) hides the diagonal" in out and "never padding-masked" not in out, out
+
+
+def test_masks_built_row_by_row_pass(capsys):
+    # A correct alternative: explicit loops, (B, 1, T_q, T_k) masks, no broadcasting tricks.
+    def by_loops(lengths, t_src, t_tgt):
+        batch = len(lengths)
+        encoder = torch.zeros(batch, 1, t_src, t_src, dtype=torch.bool)
+        cross = torch.zeros(batch, 1, t_tgt, t_src, dtype=torch.bool)
+        for b, length in enumerate(lengths):
+            encoder[b, 0, :, :length] = True
+            cross[b, 0, :, :length] = True
+        decoder = torch.tensor([[j <= i for j in range(t_tgt)] for i in range(t_tgt)])
+        return encoder, decoder, cross
+
+    assert check_encoder_decoder_masks(by_loops)
+    assert "✅" in capsys.readouterr().out

@@ -40,10 +40,12 @@ def _batches(count: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
 # --- one training step --------------------------------------------------------------------
 
 
-def _reference_step(model, optimizer, x, y, lr, grad_clip, *, zero=True, clip=True, set_lr=True):
+def _reference_step(
+    model, optimizer, x, y, lr, grad_clip, *, zero=True, clip=True, set_lr=True, all_groups=True
+):
     """One step written out; the keyword switches leave one part out (the known mistakes)."""
     if set_lr:
-        for group in optimizer.param_groups:
+        for group in optimizer.param_groups if all_groups else optimizer.param_groups[:1]:
             group["lr"] = lr
     if zero:
         optimizer.zero_grad(set_to_none=True)
@@ -62,14 +64,21 @@ _STEP_MISTAKES = {
     "grad_clip) after loss.backward() and before optimizer.step()",
     "set_lr": "the step used the optimizer's old learning rate: set group['lr'] = lr for every "
     "group in optimizer.param_groups before optimizer.step()",
+    "all_groups": "only the first parameter group got the new learning rate: the course's "
+    "make_optimizer has two groups (weights with decay, biases and norms without), so set "
+    "group['lr'] = lr in a loop over every group in optimizer.param_groups",
 }
 
 
 def _run_steps(step_function, batches, lr_values, grad_clip, **switches):
     """Two steps from the same start, with stale gradients left from an earlier backward."""
     model = _tiny_decoder()
-    # plain SGD: every mistake changes the weights visibly (Adam hides a uniform rescale)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    # Two groups, as make_optimizer builds (matrices; biases and norm weights), so a rate set
+    # in the first group only shows. Plain SGD: every mistake changes the weights visibly
+    # (Adam hides a uniform rescale).
+    matrices = [p for p in model.parameters() if p.ndim >= 2]
+    vectors = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.SGD([{"params": matrices}, {"params": vectors}], lr=0.5)
     x0, y0 = batches[0]
     model(x0, y0)[1].backward()  # stale gradients: what a forgotten zero_grad would add
     losses = [
@@ -87,9 +96,10 @@ def check_training_step(training_step: Callable) -> bool:
     clip the global gradient norm to ``grad_clip``, step; return the loss as a Python float.
 
     Tried for two steps on a 1-layer decoder whose gradients hold stale values from an
-    earlier backward, with a clip that binds and a learning rate unlike the optimizer's.
-    Names a missing ``zero_grad``, a missing clip, an unchanged learning rate, a loss
-    returned as a tensor, and a step that changes nothing.
+    earlier backward, with a clip that binds, a learning rate unlike the optimizer's, and two
+    parameter groups (as :func:`course_utils.training.make_optimizer` builds). Names a missing
+    ``zero_grad``, a missing clip, an unchanged learning rate, a rate set in the first group
+    only, a loss returned as a tensor, and a step that changes nothing.
     """
     batches, lr_values, grad_clip = _batches(3, seed=120), [3e-3, 1e-3], 0.05
     expected_model, expected_losses = _run_steps(_reference_step, batches, lr_values, grad_clip)

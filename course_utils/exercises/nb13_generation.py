@@ -72,8 +72,9 @@ def check_new_positions(new_positions: Callable) -> bool:
     """Check ``new_positions(cache_length, n_new)``: the positions of the tokens fed to a
     cached forward, an int64 tensor ``cache_length, ..., cache_length + n_new - 1``.
 
-    Names the classic mistake (counting from 0 again, so every new token sits at position 0)
-    and the off-by-one (positions are 0-based: after 7 cached tokens the next one is at 7).
+    Names the classic mistake (counting from 0 again, so every new token sits at position 0),
+    the off-by-one (positions are 0-based: after 7 cached tokens the next one is at 7) and
+    another integer dtype (int32) than int64.
     """
     cases = [(0, 5), (7, 1), (63, 1), (12, 3)]
 
@@ -96,6 +97,11 @@ def check_new_positions(new_positions: Callable) -> bool:
             problem = compare(answer, expected, name=name)
             if problem is not None:
                 return problem
+            if answer.dtype != torch.int64:
+                return (
+                    f"{name} has dtype {answer.dtype}; positions are int64 (torch.long), the "
+                    "dtype of the token ids and of torch.arange's default"
+                )
         return None
 
     return run_check("new_positions", attempt)
@@ -106,12 +112,16 @@ def check_top_p_filter(top_p_filter_answer: Callable) -> bool:
     likely tokens whose probability reaches ``p`` (always at least one), the rest ``-inf``.
 
     Names: removed entries set to 0, probabilities returned instead of logits, the result
-    left in sorted order, the token that crosses ``p`` dropped (too few kept), and a
-    cumulative sum taken in vocabulary order instead of sorted order.
+    left in sorted order, the token that crosses ``p`` dropped (too few kept), a strict ``>``
+    that keeps one token too many when the mass lands exactly on ``p`` (a case tests it), and
+    a cumulative sum taken in vocabulary order instead of sorted order.
     """
     generator = torch.Generator().manual_seed(13)
     logits = torch.randn(4, 17, generator=generator) * 2.0
-    cases = [(logits, 0.9), (logits, 0.5), (logits, 0.05), (logits[:1], 1.0)]
+    # Probabilities 1/2, 1/4, 1/8, 1/8 are exact in float32, so the mass reaches p = 0.75
+    # exactly after two tokens: the smallest set is those two, and a strict ">" keeps three.
+    exact = torch.tensor([[0.125, 0.5, 0.125, 0.25]]).log()
+    cases = [(logits, 0.9), (logits, 0.5), (logits, 0.05), (logits[:1], 1.0), (exact, 0.75)]
 
     def attempt() -> str | None:
         for case, p in cases:
@@ -131,9 +141,15 @@ def check_top_p_filter(top_p_filter_answer: Callable) -> bool:
                 return f"{name} is in sorted order; put each logit back at its token's index"
             problem = compare(answer == float("-inf"), removed, name=f"{name}'s -inf mask")
             if problem is not None:
+                kept, expected_kept = (answer != float("-inf")).sum(-1), (~removed).sum(-1)
+                if torch.equal(answer == float("-inf"), _strict_mask(case, p)):
+                    return (
+                        f"{name} keeps {kept.tolist()} tokens per row, expected "
+                        f"{expected_kept.tolist()}: when the mass before a token already equals "
+                        "p, the set is complete; remove where that mass is >= p, not > p"
+                    )
                 masks = _crossing_dropped(case, p)
                 if any(torch.equal(answer == float("-inf"), m) for m in masks):
-                    kept, expected_kept = (answer != float("-inf")).sum(-1), (~removed).sum(-1)
                     return (
                         f"{name} keeps {kept.tolist()} tokens per row, expected "
                         f"{expected_kept.tolist()}: keep the token that makes the mass reach p "
@@ -146,6 +162,14 @@ def check_top_p_filter(top_p_filter_answer: Callable) -> bool:
         return None
 
     return run_check("top_p_filter", attempt)
+
+
+def _strict_mask(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """The -inf mask of top-p with a strict ``>``: a token is removed only when the mass before
+    it exceeds p, so on a mass exactly at p one token too many is kept."""
+    probabilities, order = torch.softmax(logits, -1).sort(dim=-1, descending=True)
+    before = probabilities.cumsum(-1) - probabilities
+    return (before > p).scatter(-1, order, before > p)
 
 
 def _crossing_dropped(logits: torch.Tensor, p: float) -> list[torch.Tensor]:

@@ -123,7 +123,7 @@ def _mask_reference(lengths: list[int], t_src: int, t_tgt: int):
 
 
 def _full(
-    mask, batch: int, t_q: int, t_k: int, name: str
+    mask, batch: int, t_q: int, t_k: int, name: str, longest: int
 ) -> tuple[torch.Tensor | None, str | None]:
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         found = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
@@ -134,10 +134,16 @@ def _full(
     try:
         return torch.broadcast_to(mask, (batch, 1, t_q, t_k)), None
     except RuntimeError:
-        return None, (
+        problem = (
             f"the {name} mask of shape {tuple(mask.shape)} does not broadcast to "
             f"(B={batch}, h, T_q={t_q}, T_k={t_k})"
         )
+        if mask.dim() and mask.shape[-1] == longest != t_k:
+            problem += (
+                f"; its last axis has max(src_lengths) = {longest} keys, but the batch is padded "
+                f"to T_src = {t_k}: build it from torch.arange(t_src), not from the longest source"
+            )
+        return None, problem
 
 
 def check_encoder_decoder_masks(make_masks: Callable) -> bool:
@@ -151,7 +157,9 @@ def check_encoder_decoder_masks(make_masks: Callable) -> bool:
     in cross-attention, no causal mask in the decoder, padding forgotten, the inverted
     convention (True = hidden).
     """
-    cases = [([7, 4], 7, 5), ([2, 6, 3], 6, 4)]
+    # The last case pads the batch past its longest source (T_src = 8 > max(lengths) = 5),
+    # as a batch cut to a fixed width is: masks built from max(src_lengths) fail there.
+    cases = [([7, 4], 7, 5), ([2, 6, 3], 6, 4), ([5, 3], 8, 6)]
     names = ("encoder self-attention", "decoder self-attention", "cross-attention")
 
     def attempt() -> str | None:
@@ -164,7 +172,7 @@ def check_encoder_decoder_masks(make_masks: Callable) -> bool:
             for name, mask, expected, (t_q, t_k) in zip(
                 names, answer, _mask_reference(lengths, t_src, t_tgt), sizes
             ):
-                full, problem = _full(mask, batch, t_q, t_k, name)
+                full, problem = _full(mask, batch, t_q, t_k, name, max(lengths))
                 if problem:
                     return problem
                 expected = torch.broadcast_to(expected, (batch, 1, t_q, t_k))
@@ -183,6 +191,11 @@ def _mask_reason(name: str, full, expected, lengths, t_q: int, t_k: int) -> str:
     if name == "decoder self-attention":
         if (full & ~tril).any():
             return "a target position sees later target tokens: the decoder needs a causal mask"
+        if torch.equal(full, expected & torch.ones(t_q, t_k, dtype=torch.bool).tril(-1)):
+            return (
+                "tril(-1) hides the diagonal too: each target position must also see itself "
+                "(use tril() with diagonal 0; the first row would be fully masked)"
+            )
         return "the decoder's own tokens are never padding-masked here; use the causal mask only"
     if torch.equal(full, expected & tril):
         return (
@@ -191,4 +204,9 @@ def _mask_reason(name: str, full, expected, lengths, t_q: int, t_k: int) -> str:
         )
     if full.all():
         return "the source padding is not hidden: mask keys j >= length"
+    if torch.equal(full[..., : max(lengths)], expected[..., : max(lengths)]):
+        return (
+            f"keys past the longest source (j >= max(src_lengths) = {max(lengths)}) are padding "
+            f"too: compare torch.arange(t_src) with the lengths, up to T_src = {t_k}"
+        )
     return f"expected True exactly at real source keys (j < length, lengths {lengths})"
