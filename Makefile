@@ -66,6 +66,13 @@ venv:
 		echo "$(VENV) is half-built (no working pip) or was made for another TORCH= choice: rebuilding it"; \
 		rm -rf "$(VENV)"; \
 	fi
+	@if [ ! -d "$(VENV)" ] || [ "$(TORCH)" = system ]; then \
+		$(PYTHON) -c "" >/dev/null 2>&1; status=$$?; \
+		if [ $$status -eq 127 ] || ! command -v $(PYTHON) >/dev/null 2>&1; then \
+			echo "make setup: the interpreter PYTHON=$(PYTHON) was not found (no such command, or a shim such as pyenv's with no Python behind it: exit status $$status); install that Python or name one that runs, e.g. make setup PYTHON=/path/to/python3.12 (which -a python3 lists those on your PATH)"; \
+			exit 1; \
+		fi; \
+	fi
 	@if [ "$(TORCH)" = system ] && ! $(PYTHON) -c "import torch" >/dev/null 2>&1; then \
 		echo "make setup TORCH=system keeps the torch of $(PYTHON), but it cannot import torch: install torch for $(PYTHON), or run make setup without TORCH=system"; \
 		exit 1; \
