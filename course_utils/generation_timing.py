@@ -2,7 +2,9 @@
 
 One step without the cache is a forward pass over the whole context (its cost grows with the
 context length T); with the cache it feeds one token and attends over the T cached keys. This
-module times both on the real model, so the difference is measured rather than asserted.
+module times both on the real model, so the difference is measured rather than asserted, and
+measures how much of a forward pass the attention itself (the T x T part) takes: by counting
+its floating-point operations, and by timing it inside the real forward with torch.profiler.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import time
 
 import torch
+import torch.nn.functional as F
 
 from course_utils.checks import check_bool, check_instance, check_int
 from course_utils.kv_cache import KVCache, forward_with_cache
@@ -99,3 +102,88 @@ def _check_timing_args(model, context_lengths, use_cache, repeats) -> tuple[list
     if model.training:
         raise ValueError("call model.eval() first: timings should not include dropout")
     return lengths, repeats
+
+
+def attention_flop_share(model: TinyDecoder, context_length: int) -> float:
+    """Share of a forward pass's multiply-adds that the attention core does, at length T.
+
+    Per layer the core (``Q K^T`` and ``weights @ V``, the part that grows like T²) costs
+    ``2 · 2 · T² · d_model`` operations, computed over the full T x T square as a fused
+    kernel does; the projections and the FFN cost ``2 · T · (4 · d_model² + 2 · d_model ·
+    d_ff)``, the LM head ``2 · T · d_model · vocab_size`` (Kaplan et al. 2020, §2.1, counts
+    the same terms). Embeddings, norms and softmax are left out (a few percent).
+
+    Returns:
+        A float in ``(0, 1)``.
+
+    Raises:
+        TypeError: a model that is not a :class:`TinyDecoder`; a length that is not an int.
+        ValueError: a length outside ``[1, block_size]``.
+    """
+    check_instance(model, "model", TinyDecoder, "e.g. load_baby()[0] or TinyDecoder(config)")
+    c = model.config
+    t = check_int(context_length, "context_length", minimum=1, maximum=c.block_size)
+    core = c.n_layers * 4 * t * t * c.d_model
+    dense = c.n_layers * 2 * t * (4 * c.d_model**2 + 2 * c.d_model * c.d_ff)
+    head = 2 * t * c.d_model * c.vocab_size
+    return core / (core + dense + head)
+
+
+@torch.no_grad()
+def attention_time_share(model: TinyDecoder, context_length: int, repeats: int = 3) -> float:
+    """Measured share of a forward pass's time spent in the attention core, at length T.
+
+    Runs ``repeats`` forward passes over ``(1, T)`` random ids while
+    ``torch.nn.functional.scaled_dot_product_attention`` (the fused
+    ``softmax(Q K^T / sqrt(d_k)) V`` that every layer's attention calls) is wrapped in a
+    timer, and divides the time inside it by the time of the whole forward passes. The
+    projections, FFN, norms and head are the rest. The wrapper is removed afterwards.
+
+    Returns:
+        A float in ``[0, 1]`` (wall clock; noisy on a shared machine).
+
+    Raises:
+        TypeError: a model that is not a :class:`TinyDecoder`; a length or ``repeats`` that
+            is not an int.
+        ValueError: a length outside ``[1, block_size]``, ``repeats < 1``, a model in
+            training mode, or a model whose forward never called the fused attention.
+    """
+    check_instance(model, "model", TinyDecoder, "e.g. load_baby()[0] or TinyDecoder(config)")
+    t = check_int(context_length, "context_length", minimum=1, maximum=model.config.block_size)
+    repeats = check_int(repeats, "repeats", minimum=1)
+    if model.training:
+        raise ValueError("call model.eval() first: timings should not include dropout")
+    device = next(model.parameters()).device
+    ids = torch.randint(model.config.vocab_size, (1, t), device=device)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    fused, inside = F.scaled_dot_product_attention, []
+
+    def timed_attention(*args, **kwargs):
+        sync()
+        begin = time.perf_counter()
+        out = fused(*args, **kwargs)
+        sync()
+        inside.append(time.perf_counter() - begin)
+        return out
+
+    model(ids)  # warm-up, not timed
+    F.scaled_dot_product_attention = timed_attention
+    try:
+        sync()
+        begin = time.perf_counter()
+        for _ in range(repeats):
+            model(ids)
+        sync()
+        total = time.perf_counter() - begin
+    finally:
+        F.scaled_dot_product_attention = fused
+    if not inside:
+        raise ValueError(
+            "the forward pass never called F.scaled_dot_product_attention, so the attention's "
+            "share cannot be timed this way"
+        )
+    return min(1.0, sum(inside) / total)
