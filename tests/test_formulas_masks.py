@@ -1,0 +1,82 @@
+"""Key-padding masks when queries and keys have different lengths (T_q != T_k).
+
+A key-padding mask is ``(B, T_k)``: it hides the padded *keys* of each sequence, for every
+query. With T_q == T_k a mask reshaped along the wrong axis (the queries) can go unnoticed;
+these tests use T_q != T_k, as in cross-attention (target queries over source keys) and in
+decoding with a cache (new queries over all earlier keys), and compare with PyTorch's own
+``F.scaled_dot_product_attention`` and ``nn.MultiheadAttention``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from references import copy_attention_weights
+from torch import nn
+
+from course_utils.attention import scaled_dot_product_attention
+from course_utils.encoder_decoder_blocks import CrossAttention
+
+B, H, T_Q, T_K, D_K = 2, 3, 4, 6, 8
+LENGTHS = torch.tensor([6, 3])  # the second sequence has 3 real keys, 3 padded
+
+
+def _real_keys() -> torch.Tensor:
+    """(B, T_k) bool, True = a real token."""
+    return torch.arange(T_K)[None, :] < LENGTHS[:, None]
+
+
+def _qkv(t_q: int = T_Q, t_k: int = T_K) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(0)
+    return tuple(torch.randn(B, H, t, D_K, generator=g) for t in (t_q, t_k, t_k))
+
+
+@pytest.mark.parametrize("t_q", [1, T_Q, 9], ids=["one-new-query", "shorter", "longer"])
+def test_key_padding_with_t_q_not_t_k_equals_pytorch(t_q):
+    """Reference: F.scaled_dot_product_attention with the mask broadcast over queries."""
+    q, k, v = _qkv(t_q)
+    out, weights = scaled_dot_product_attention(q, k, v, key_padding_mask=_real_keys())
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=_real_keys()[:, None, None, :])
+    torch.testing.assert_close(out, expected)
+    assert weights.shape == (B, H, t_q, T_K)
+    # every query of the second sequence gives its 3 padded keys exactly zero weight
+    assert torch.all(weights[1, :, :, 3:] == 0)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, t_q))
+
+
+def test_key_padding_equals_the_same_mask_given_as_mask():
+    """The (B, T_k) key-padding mask means the (B, 1, 1, T_k) mask, whatever T_q is."""
+    q, k, v = _qkv()
+    by_padding = scaled_dot_product_attention(q, k, v, key_padding_mask=_real_keys())
+    by_mask = scaled_dot_product_attention(q, k, v, mask=_real_keys()[:, None, None, :])
+    for ours, theirs in zip(by_padding, by_mask, strict=True):
+        torch.testing.assert_close(ours, theirs)
+
+
+def test_key_padding_combined_with_a_mask_when_t_q_differs():
+    """Both masks hide keys: the result is their AND (here with a (T_q, T_k) band mask)."""
+    q, k, v = _qkv()
+    band = torch.ones(T_Q, T_K, dtype=torch.bool).tril(diagonal=T_K - T_Q)  # (T_q, T_k)
+    out, _ = scaled_dot_product_attention(q, k, v, mask=band, key_padding_mask=_real_keys())
+    both = band[None, None] & _real_keys()[:, None, None, :]  # (B, 1, T_q, T_k)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=both))
+
+
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fast-path", "teaching-path"])
+def test_cross_attention_key_padding_equals_nn_multihead_attention(need_weights):
+    """Target (B, T_tgt=4, C) over a padded source (B, T_src=6, C); nn.MultiheadAttention's
+    key_padding_mask is True for *padding*, the course's for real tokens: pass ``~mask``."""
+    torch.manual_seed(0)
+    d_model = H * D_K
+    ours = CrossAttention(d_model, H).eval()
+    theirs = nn.MultiheadAttention(d_model, H, batch_first=True).eval()
+    copy_attention_weights(ours, theirs)
+    x, memory = torch.randn(B, T_Q, d_model), torch.randn(B, T_K, d_model)
+    got = ours(x, memory, _real_keys(), need_weights=need_weights)
+    expected, _ = theirs(x, memory, memory, key_padding_mask=~_real_keys())
+    torch.testing.assert_close(got, expected)
+    # the padded source tokens do not matter at all
+    changed = memory.clone()
+    changed[1, 3:] = 100.0
+    torch.testing.assert_close(ours(x, changed, _real_keys(), need_weights=need_weights), got)
