@@ -1,4 +1,4 @@
-"""Write the same header cells into every notebook, right after its title; and the tested versions.
+"""Write the header cells into every notebook (after its title), collapse its solutions; versions.
 
 Usage::
 
@@ -13,6 +13,10 @@ Every notebook starts with its own title and learning goal (its first markdown c
    (JupyterLab's ``source_hidden``, Colab's form view). In Colab it clones the repository and
    calls :func:`course_utils.bootstrap.setup`, which installs what Colab lacks; elsewhere that
    call only checks the kernel. It prints nothing when all is well.
+
+Every exercise's solution (a code cell whose source starts with ``# Solution``) is collapsed
+the same way in every notebook (``metadata.jupyter.source_hidden``): a student sees the
+exercise, tries it, and opens the solution with one click.
 
 The repository's address is read from ``pyproject.toml`` ``[project.urls] Repository`` (the
 one place it is written). The script also writes ``course_utils/_tested_versions.py``, the
@@ -45,6 +49,8 @@ BADGE_ID, BOOTSTRAP_ID = "colab-badge", "course-bootstrap"
 # The setup cell's body is hidden: folded in JupyterLab, a form (title only) in Colab.
 BOOTSTRAP_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}}
 BRANCH = "main"
+# An exercise's solution cell starts with this line; its source is hidden (one click opens it).
+SOLUTION_PREFIX = "# Solution"
 _GITHUB = re.compile(r"^https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?$")
 
 
@@ -129,16 +135,46 @@ def header_is_current(notebook: nbformat.NotebookNode, name: str, root: Path = R
     )
 
 
-def sync_notebook(path: Path, root: Path = ROOT, write: bool = True) -> bool:
-    """Put the header cells right after the notebook's title; True if the notebook changed.
+def is_solution_cell(cell: nbformat.NotebookNode) -> bool:
+    """True for an exercise's solution: a code cell whose source starts with ``# Solution``
+    (a whole word: ``# Solutions ...`` is not one)."""
+    source = "".join(cell.source).lstrip()
+    return cell.cell_type == "code" and re.match(rf"{SOLUTION_PREFIX}\b", source) is not None
 
-    Any earlier copy of either cell, wherever it is, is removed first. A setup cell whose
-    source is unchanged keeps its outputs and execution count.
+
+def collapse_solutions(notebook: nbformat.NotebookNode) -> bool:
+    """Hide the source of every solution cell (JupyterLab's ``source_hidden``); True if any
+    cell changed. Outputs, ids and other metadata are left as they are."""
+    changed = False
+    for cell in notebook.cells:
+        hidden = cell.metadata.get("jupyter", {}).get("source_hidden") is True
+        if is_solution_cell(cell) and not hidden:
+            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+            changed = True
+    return changed
+
+
+def sync_notebook(path: Path, root: Path = ROOT, write: bool = True) -> bool:
+    """Put the header cells right after the notebook's title and collapse every solution
+    cell; True if the notebook changed.
+
+    Any earlier copy of either header cell, wherever it is, is removed first. A setup cell
+    whose source is unchanged keeps its outputs and execution count; solution cells keep
+    theirs.
     """
     notebook = nbformat.read(path, as_version=4)
-    if header_is_current(notebook, path.name, root):
-        return False
-    badge, bootstrap = header_cells(path.name, root)
+    changed = collapse_solutions(notebook)
+    if not header_is_current(notebook, path.name, root):
+        _put_header(notebook, path.name, root)
+        changed = True
+    if changed and write:
+        nbformat.validate(notebook)
+        nbformat.write(notebook, path)
+    return changed
+
+
+def _put_header(notebook: nbformat.NotebookNode, name: str, root: Path) -> None:
+    badge, bootstrap = header_cells(name, root)
     old = {c.get("id"): c for c in notebook.cells if c.get("id") in (BADGE_ID, BOOTSTRAP_ID)}
     if BOOTSTRAP_ID in old and "".join(old[BOOTSTRAP_ID].source) == bootstrap.source:
         bootstrap.outputs = old[BOOTSTRAP_ID].get("outputs", [])
@@ -146,10 +182,6 @@ def sync_notebook(path: Path, root: Path = ROOT, write: bool = True) -> bool:
     at = title_position(notebook.cells)
     rest = [c for c in notebook.cells if c.get("id") not in (BADGE_ID, BOOTSTRAP_ID)]
     notebook.cells = [*rest[:at], badge, bootstrap, *rest[at:]]
-    if write:
-        nbformat.validate(notebook)
-        nbformat.write(notebook, path)
-    return True
 
 
 def tested_versions_source(root: Path = ROOT) -> str:
