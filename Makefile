@@ -45,7 +45,7 @@ EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline OMP_NUM_THREADS
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
 OFFLINE_ENV := PYTHONPATH="$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}"
 
-.PHONY: setup lab test course headers determinism train checkpoint record bench lint clean venv assets
+.PHONY: setup lab test course headers determinism train checkpoint record bench lint clean venv assets rerecord rehearsal gpu-check
 
 setup: $(STAMP)
 
@@ -129,6 +129,24 @@ record: setup
 # Training tokens/s of the teaching and fast paths (and bf16, torch.compile, MFU on CUDA).
 bench: setup
 	$(PY) benchmarks/train_throughput.py
+
+# Redo the `cpu` record and the 3 + 3 positional seed records, one after the other, with one
+# thread each (about 20 minutes; run it on an idle machine, then re-execute notebook 12).
+# ARGS=--dry-run prints the commands.
+rerecord: setup
+	$(PY) scripts/rerecord.py $(ARGS)
+
+# A GPU's branches on the CPU (COURSE_REHEARSE=cuda-bf16 / cuda-fp16, course_utils/rehearsal.py):
+# notebooks 12 and 13 top to bottom and make train / record / bench, each shrunk to seconds.
+# `make test` runs the same tests.
+rehearsal: setup
+	OMP_NUM_THREADS=1 $(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) tests/test_rehearsal*.py
+
+# On a machine with an NVIDIA GPU: make test, the gpu records (bf16, fp16 forced), make bench
+# and a profiler table, logged to logs/gpu-check-<time>/. Without CUDA it stops at once.
+# ARGS=--dry-run prints the steps.
+gpu-check: setup
+	$(PY) scripts/gpu_check.py $(ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -29,12 +29,18 @@ from course_utils.benchmark import (
     benchmark_training,
 )
 from course_utils.device import get_device
+from course_utils.rehearsal import rehearsal_mode
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def results_path(results: dict) -> Path:
-    """``benchmarks/results/cpu.json``, or e.g. ``cuda-nvidia-h100-80gb-hbm3.json``."""
+    """``benchmarks/results/cpu.json``, or e.g. ``cuda-nvidia-h100-80gb-hbm3.json``; a
+    rehearsed run (``COURSE_REHEARSE``) goes to ``checkpoints/rehearsal/bench-<mode>.json``,
+    never over a measurement."""
+    mode = rehearsal_mode()
+    if mode is not None and not results["device"].startswith("cuda"):
+        return RESULTS.parent.parent / "checkpoints" / "rehearsal" / f"bench-{mode}.json"
     if results["device"].startswith("cuda"):
         slug = "cuda-" + re.sub(r"[^a-z0-9]+", "-", results["device_name"].lower()).strip("-")
     else:

@@ -29,6 +29,7 @@ import torch
 from course_utils.benchmark_variant import measure_variant, reset_peak_rss
 from course_utils.config import ModelConfig, TrainConfig, get_config
 from course_utils.model import TinyDecoder
+from course_utils.rehearsal import acting_device_type, rehearsal_mode, rehearsal_overrides
 from course_utils.training import enable_tf32, unwrap_model
 
 PATHS = ("teaching", "fast", "peer")
@@ -170,7 +171,7 @@ def benchmark_training(
     log = log or (lambda message: None)
     machine = _describe_machine(plan.device)
     data, vocab_size, data_source = _benchmark_data()
-    model_config, train_config = get_config(plan.config, vocab_size)
+    model_config, train_config = get_config(plan.config, vocab_size, **rehearsal_overrides())
     tokens_per_step = train_config.batch_size * model_config.block_size
     torch.manual_seed(0)
     reference = TinyDecoder(model_config)
@@ -228,7 +229,14 @@ def _plan(device, config, variants, warmup_steps, timed_steps, repeats, time_bud
 
     device = get_device(device) if isinstance(device, str) and device == "auto" else device
     device = torch.device(device)
-    cuda = device.type == "cuda"
+    # Rehearsal (COURSE_REHEARSE): a CPU takes the CUDA branch, without torch.compile (no
+    # GPU compiler to exercise) and with steps enough to run each variant once, in seconds.
+    rehearsing = bool(rehearsal_mode()) and device.type == "cpu"
+    cuda = acting_device_type(device) == "cuda"
+    if rehearsing and variants is None:
+        variants = tuple(v for v in CUDA_BENCHMARK_VARIANTS if not v[2])
+    if rehearsing:
+        warmup_steps, timed_steps, repeats = 1, 2, 1
     variants = tuple(variants or (CUDA_BENCHMARK_VARIANTS if cuda else CPU_BENCHMARK_VARIANTS))
     for path, dtype, _ in variants:
         if path not in PATHS or dtype not in ("float32", "bfloat16"):

@@ -22,7 +22,15 @@ Schema 1 (every key is always present; ``null`` where noted)::
     parameters, evaluations [{step, train_loss, val_loss, elapsed_s}],
     final {train_loss, val_loss, eval_batches},
     timing {ms_per_step, tokens_per_s, flops_per_token, mfu or null, train_s, wall_s},
-    samples [{prompt, text, temperature, top_k, seed}]
+    samples [{prompt, text, temperature, top_k, seed}],
+    conditions {cpu_model, cpu_count, usable_cpus, threads, load_start, load_mean, load_max,
+    rehearsal, platform} (see :mod:`course_utils.record_conditions`; optional: a record
+    written before it existed reads every field as "unknown")
+
+A rehearsed run (``COURSE_REHEARSE=cuda-bf16`` or ``cuda-fp16``, :mod:`course_utils.rehearsal`)
+is shrunk to seconds and written under ``checkpoints/rehearsal/``, never to ``assets/runs/``.
+``make rerecord`` (``scripts/rerecord.py``) redoes the ``cpu`` record and the positional seed
+records in sequence.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ import torch
 
 from course_utils.assets import ASSETS_DIR
 from course_utils.config import POSITIONAL_KINDS, PRESETS
+from course_utils.record_conditions import ConditionsProbe, conditions_of
 from course_utils.record_report import (  # noqa: F401  (notebook 12's helpers, re-exported)
     T4_PEAK_FLOPS,
     plot_run_beside,
@@ -119,8 +128,14 @@ def describe_record_device(device: torch.device | str) -> dict:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line's options (``--help`` lists them)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """The command line's options (``--help`` lists them), checked as
+    :func:`course_utils.train.check_command` does: a user's mistake prints one line and
+    exits with status 2."""
+    from course_utils.train import add_set_option, check_command
+
+    parser = argparse.ArgumentParser(
+        prog="python -m course_utils.record", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--config", required=True, help=f"one of {sorted(PRESETS)}")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     parser.add_argument("--seed", type=int, default=None, help="override the preset's seed")
@@ -130,13 +145,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eval-interval", type=int, default=None, help="override the preset")
     parser.add_argument("--compile", action="store_true", help="run through torch.compile")
     parser.add_argument("--sample-chars", type=int, default=300, help="characters per sample")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="override any config field, e.g. --set d_model=32 (repeatable; for quick tests)",
-    )
+    add_set_option(parser)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N)")
     parser.add_argument(
         "--max-chars", type=int, default=None, help="use only the corpus's first N characters"
@@ -144,7 +153,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--out", type=Path, default=None, help="default assets/runs/<config>-<device>.json"
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads must be at least 1, got {args.threads}")
+    check_command(parser, args)  # a user's mistake: one line, exit status 2
+    return args
 
 
 def record_run(argv: list[str] | None = None) -> tuple[dict, Path]:
@@ -159,11 +172,12 @@ def record_run(argv: list[str] | None = None) -> tuple[dict, Path]:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     device = get_device(args.device)
-    settings = _parse_settings(args.set)
-    run = prepare_run(args, device, max_chars=args.max_chars, settings=settings)
+    run = prepare_run(args, device, max_chars=args.max_chars)
     precision = device_precision(device, run.train_config)
     print(describe_precision(precision, device), flush=True)
-    evaluations, history, step_seconds = _train_and_time(run)
+    probe = ConditionsProbe()  # CPU, threads, and the load average while it runs
+    evaluations, history, step_seconds = _train_and_time(run, probe.sample)
+    conditions = probe.finish()
     samples = _samples(run.model, run.tokenizer, device, args.sample_chars)
     record = {
         "schema": SCHEMA_VERSION,
@@ -189,16 +203,29 @@ def record_run(argv: list[str] | None = None) -> tuple[dict, Path]:
         },
         "timing": _timing(run, history, step_seconds, wall_started),
         "samples": samples,
+        "conditions": conditions,
     }
-    out = args.out or RUNS_DIR / f"{args.config}-{device_slug(device)}.json"
+    out = args.out or default_record_path(args.config, device)
     validate_run(record, str(out))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return record, out
 
 
-def _train_and_time(run: CommandRun) -> tuple[list[dict], History, float]:
-    """Train the model of ``run``, printing each evaluation.
+def default_record_path(config_name: str, device: torch.device | str) -> Path:
+    """``assets/runs/<config>-<device>.json``; a rehearsed run (``COURSE_REHEARSE``) goes to
+    ``checkpoints/rehearsal/<config>-<mode>.json`` instead: it is no record to commit."""
+    from course_utils.rehearsal import rehearsal_mode
+
+    mode = rehearsal_mode()
+    if mode is not None and torch.device(device).type == "cpu":
+        return Path("checkpoints") / "rehearsal" / f"{config_name}-{mode}.json"
+    return RUNS_DIR / f"{config_name}-{device_slug(device)}.json"
+
+
+def _train_and_time(run: CommandRun, at_evaluation=None) -> tuple[list[dict], History, float]:
+    """Train the model of ``run``, printing each evaluation (and calling ``at_evaluation()``
+    after each, e.g. to sample the load average).
 
     Returns:
         ``(evaluations, history, seconds spent in training steps)``: the evaluations as the
@@ -221,6 +248,8 @@ def _train_and_time(run: CommandRun) -> tuple[list[dict], History, float]:
             }
         )
         print(f"step {info['step']:5d}: train {info['train']:.4f}, val {info['val']:.4f}")
+        if at_evaluation is not None:
+            at_evaluation()
 
     history = run.train(on_evaluation=on_evaluation)
     return evaluations, history, history.seconds - eval_seconds[0]
@@ -243,21 +272,6 @@ def _timing(run: CommandRun, history: History, step_seconds: float, wall_started
         "train_s": history.seconds,
         "wall_s": time.perf_counter() - wall_started,
     }
-
-
-def _parse_settings(settings: list[str]) -> dict:
-    """``["d_model=32", "dropout=0.1"]`` -> ``{"d_model": 32, "dropout": 0.1}`` (values
-    read as JSON, else kept as text)."""
-    parsed = {}
-    for setting in settings:
-        key, sep, value = setting.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set expects FIELD=VALUE, got {setting!r}; e.g. --set d_model=32")
-        try:
-            parsed[key] = json.loads(value)
-        except json.JSONDecodeError:
-            parsed[key] = value
-    return parsed
 
 
 @torch.no_grad()
@@ -335,7 +349,9 @@ def load_run(path: str | Path) -> dict:
         record = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise ValueError(f"{path} is not valid JSON ({error}); re-run `make record`") from error
-    return validate_run(record, str(path))
+    record = validate_run(record, str(path))
+    record["conditions"] = conditions_of(record)  # older records: every field "unknown"
+    return record
 
 
 def find_runs(pattern: str = "*.json", folder: str | Path | None = None) -> list[dict]:

@@ -1,7 +1,74 @@
-"""Reading a recorded run (:mod:`course_utils.record`) for notebook 12: a T4 time estimate
-from the record's FLOPs, and the record's loss curve beside the live run."""
+"""Reading recorded runs (:mod:`course_utils.record`) for notebook 12: the record of a
+preset and device kind, the margin a live run may differ by (measured over seeds), a T4 time
+estimate from a record's FLOPs, and a record's loss curve beside the live run."""
 
 from __future__ import annotations
+
+import math
+import statistics
+
+#: How many pooled seed standard deviations the live run may differ from its record by.
+MARGIN_SIGMAS = 3
+
+
+def seed_spread(groups: dict[str, list[dict]]) -> tuple[float, int]:
+    """The pooled sample standard deviation of the final validation loss over seeds.
+
+    Each group holds records of one setting that differ only in their seed (e.g. the
+    positional records: ``{"rope": [3 runs], "sinusoidal": [3 runs]}``); the variances are
+    pooled: ``sqrt(sum_g (n_g - 1) s_g^2 / sum_g (n_g - 1))``.
+
+    Returns:
+        ``(pooled standard deviation in nats per token, degrees of freedom)``.
+
+    Raises:
+        ValueError: fewer than two runs in every group (no spread can be measured).
+    """
+    squares, dof = 0.0, 0
+    for runs in groups.values():
+        losses = [run["final"]["val_loss"] for run in runs]
+        if len(losses) > 1:
+            squares += (len(losses) - 1) * statistics.variance(losses)
+            dof += len(losses) - 1
+    if dof == 0:
+        raise ValueError(
+            f"no group has two seeds ({ {k: len(v) for k, v in groups.items()} }): a spread "
+            "needs at least two runs of one setting; record more seeds (`make rerecord`)"
+        )
+    return math.sqrt(squares / dof), dof
+
+
+def record_margin(groups: dict[str, list[dict]], sigmas: float = MARGIN_SIGMAS) -> float:
+    """The margin a live run's final validation loss may differ from its record's by:
+    ``sigmas`` x :func:`seed_spread`, rounded up to 0.01 nats.
+
+    Why seeds: a live run replays the record's seed, but another thread count or CPU sums in
+    another order, and after a few hundred steps that rounding difference makes another
+    trajectory, as a new seed does. The spread over seeds is the measured size of such
+    differences; 3 sigmas leave about 0.3 % of honest runs outside (normal tails).
+
+    Raises:
+        ValueError: as :func:`seed_spread`.
+    """
+    spread, _ = seed_spread(groups)
+    return math.ceil(100 * sigmas * spread) / 100
+
+
+def own_record(records: dict[str, dict], config_name: str, device_type: str) -> dict | None:
+    """The record of preset ``config_name`` made on a device of type ``device_type``
+    (``"cpu"``, ``"cuda"``, ``"mps"``), or ``None``: a CPU run is never compared with a GPU
+    record of the same preset, nor the reverse. A rehearsed record (its conditions name a
+    rehearsal mode) is never chosen."""
+    for record in records.values():
+        conditions = record.get("conditions") or {}
+        if (
+            record["config_name"] == config_name
+            and record["device"]["type"] == device_type
+            and conditions.get("rehearsal") in (None, "unknown")
+        ):
+            return record
+    return None
+
 
 # NVIDIA T4 Tensor Core GPU data sheet (2019): 65 TFLOP/s mixed precision (FP16 tensor cores
 # with FP32 accumulation), 8.1 TFLOP/s FP32; no bf16 tensor cores (compute capability 7.5).

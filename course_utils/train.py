@@ -12,6 +12,7 @@ prints and writes the checkpoint.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from course_utils.config import POSITIONAL_KINDS, PRESETS, ModelConfig, TrainCon
 from course_utils.data import load_shakespeare, train_val_split
 from course_utils.device import describe_device, get_device, seed_everything
 from course_utils.model import TinyDecoder
+from course_utils.rehearsal import describe_rehearsal, rehearsal_overrides
 from course_utils.tokenization import CharTokenizer
 from course_utils.training import (
     History,
@@ -38,8 +40,12 @@ PRESET_OPTIONS = ("seed", "positional", "max_iters", "eval_iters", "eval_interva
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line's options (``--help`` lists them)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """The command line's options (``--help`` lists them), checked: a user's mistake (an
+    unknown preset or field, a malformed ``--set``, ``--max-iters 0``, an unknown device)
+    prints one line, argparse style, and exits with status 2 (:func:`check_command`)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m course_utils.train", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--config", default="baby", help=f"one of {sorted(PRESETS)}")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     parser.add_argument("--max-iters", type=int, default=None, help="override the preset")
@@ -62,7 +68,72 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run the model through torch.compile (slow first steps; faster on a GPU)",
     )
     parser.add_argument("--samples", type=int, default=300, help="characters to sample at the end")
-    return parser.parse_args(argv)
+    add_set_option(parser)
+    args = parser.parse_args(argv)
+    check_command(parser, args)
+    return args
+
+
+def add_set_option(parser: argparse.ArgumentParser) -> None:
+    """``--set FIELD=VALUE`` (repeatable): override any field of the preset's configs."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override any config field, e.g. --set d_model=32 (repeatable; for quick tests)",
+    )
+
+
+def parse_settings(settings: list[str]) -> dict:
+    """``["d_model=32", "dropout=0.1"]`` -> ``{"d_model": 32, "dropout": 0.1}`` (values
+    read as JSON, else kept as text).
+
+    Raises:
+        ValueError: an item without ``=`` or with nothing before it.
+    """
+    parsed = {}
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set expects FIELD=VALUE, got {setting!r}; e.g. --set d_model=32")
+        try:
+            parsed[key] = json.loads(value)
+        except json.JSONDecodeError:
+            parsed[key] = value
+    return parsed
+
+
+def run_overrides(args: argparse.Namespace) -> dict:
+    """The config fields the command line sets: the rehearsal's shrinking first (when
+    ``COURSE_REHEARSE`` is on, :func:`course_utils.rehearsal.rehearsal_overrides`), then the
+    :data:`PRESET_OPTIONS` given, then ``--set``.
+
+    Raises:
+        ValueError: a malformed ``--set``; an unknown ``COURSE_REHEARSE`` value.
+    """
+    overrides = rehearsal_overrides()
+    for name in PRESET_OPTIONS:
+        if getattr(args, name, None) is not None:
+            overrides[name] = getattr(args, name)
+    overrides.update(parse_settings(getattr(args, "set", [])))
+    return overrides
+
+
+def check_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Check the preset, every override and the device before any data is loaded; on a
+    mistake print ``PROG: error: MESSAGE`` (one line) and exit with status 2, as argparse
+    does for its own checks.
+
+    The configs are built once with ``vocab_size=1``: every check that does not depend on
+    the corpus runs (the real vocabulary size comes later, from the data).
+    """
+    try:
+        get_config(args.config, 1, **run_overrides(args))
+        get_device(args.device)
+    except (ValueError, TypeError, RuntimeError) as error:
+        message = " ".join(str(error).split())  # one line
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
 
 
 def main(argv: list[str] | None = None) -> dict | None:
@@ -113,8 +184,8 @@ def prepare_run(
     settings: dict | None = None,
 ) -> CommandRun:
     """Load Shakespeare (its first ``max_chars`` characters), split it 90/10, build the preset
-    ``args.config`` with the :data:`PRESET_OPTIONS` given and ``settings`` (any other
-    fields), seed, and build the model on ``device``.
+    ``args.config`` with :func:`run_overrides` (rehearsal, options, ``--set``) and
+    ``settings`` (any other fields), seed, and build the model on ``device``.
 
     Raises:
         ValueError: an unknown preset or field, or a bad value (see :func:`get_config`).
@@ -123,8 +194,7 @@ def prepare_run(
     tokenizer = CharTokenizer.from_text(text)
     data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
     train_data, val_data = train_val_split(data, 0.1)
-    overrides = {name: getattr(args, name, None) for name in PRESET_OPTIONS}
-    overrides = {key: value for key, value in overrides.items() if value is not None}
+    overrides = run_overrides(args)
     overrides.update(settings or {})
     model_config, train_config = get_config(args.config, tokenizer.vocab_size, **overrides)
     seed_everything(train_config.seed)  # the same initial weights on every rank
@@ -181,6 +251,8 @@ def _print_setup(run: CommandRun, world_size: int) -> None:
         f"parameters; {len(run.train_data):,} train / {len(run.val_data):,} val characters"
     )
     print(describe_precision(device_precision(run.device, run.train_config), run.device))
+    if describe_rehearsal():
+        print(describe_rehearsal())
 
 
 def _print_sample(run: CommandRun, characters: int) -> None:

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from course_utils import record as rec
+from course_utils.record_conditions import CONDITION_KEYS
+from course_utils.train import parse_settings
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 # A tiny model on the corpus's first 200 000 characters: seconds on a CPU.
@@ -42,7 +44,12 @@ def recorded(tmp_path_factory) -> tuple[dict, Path, subprocess.CompletedProcess]
 def test_the_command_writes_every_key_of_the_schema(recorded):
     record, out, _ = recorded
     assert rec.load_run(out) == record  # load_run validates it
-    assert set(record) == set(rec._KEYS[""])
+    assert set(record) == set(rec._KEYS[""]) | {"conditions"}
+    conditions = record["conditions"]
+    assert set(conditions) == set(CONDITION_KEYS)
+    assert conditions["threads"] == 1 and conditions["rehearsal"] is None  # --threads 1
+    assert conditions["usable_cpus"] >= 1 and 0 <= conditions["load_mean"] <= conditions["load_max"]
+    assert "--threads 1" in record["command"]
     assert record["schema"] == 1 and record["config_name"] == "cpu"
     assert record["command"].startswith("python -m course_utils.record --config cpu")
     assert record["device"] == {"type": "cpu", "name": record["device"]["name"], "capability": None}
@@ -134,8 +141,8 @@ def test_device_slug():
 
 def test_bad_set_option_says_the_form():
     with pytest.raises(ValueError, match="FIELD=VALUE"):
-        rec._parse_settings(["d_model"])
-    assert rec._parse_settings(["d_model=32", "dropout=0.1", "positional=rope"]) == {
+        parse_settings(["d_model"])
+    assert parse_settings(["d_model=32", "dropout=0.1", "positional=rope"]) == {
         "d_model": 32,
         "dropout": 0.1,
         "positional": "rope",

@@ -21,6 +21,7 @@ import torch
 
 from course_utils.checks import as_device, check_choice, check_instance, check_int
 from course_utils.config import TrainConfig
+from course_utils.rehearsal import acting_capability, acting_device_type, rehearsal_mode
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -109,14 +110,22 @@ def _check_config(config: object) -> TrainConfig:
 def device_precision(device: torch.device | str, config: TrainConfig) -> str:
     """:func:`choose_precision` for a real device (reads its compute capability).
 
+    With the rehearsal switch on (``COURSE_REHEARSE=cuda-bf16`` or ``cuda-fp16``, see
+    :mod:`course_utils.rehearsal`) a CPU device is treated as CUDA with compute capability
+    9.0 or 7.5: the ``gpu`` preset then gets ``"bf16"`` or ``"fp16"`` on the CPU.
+
     Raises:
         TypeError: ``config`` is not a TrainConfig.
-        ValueError: ``device`` is not a device name.
+        ValueError: ``device`` is not a device name; ``COURSE_REHEARSE`` holds an unknown
+            value.
     """
     config = _check_config(config)
     device = as_device(device)
-    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
-    return choose_precision(device.type, capability, config.autocast_dtype)
+    # Rehearsal (COURSE_REHEARSE, course_utils.rehearsal): a CPU acts as the GPU it stands in
+    # for, so the choice below is the GPU's; autocast and the GradScaler then run on the CPU.
+    return choose_precision(
+        acting_device_type(device), acting_capability(device), config.autocast_dtype
+    )
 
 
 def describe_precision(precision: str, device: torch.device | str) -> str:
@@ -137,6 +146,9 @@ def describe_precision(precision: str, device: torch.device | str) -> str:
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
         where = f"{torch.cuda.get_device_name(device)} (compute capability {major}.{minor})"
+    elif acting_device_type(device) == "cuda":
+        major, minor = acting_capability(device)
+        where = f"cpu, rehearsing CUDA compute capability {major}.{minor} ({rehearsal_mode()})"
     else:
         where = device.type
     return f"precision {precision} on {where}: {why}"
