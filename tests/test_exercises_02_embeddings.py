@@ -45,6 +45,11 @@ def test_one_hot_lookup_rejects_integer_one_hot(capsys):
         lambda ids, weight: F.embedding(ids, weight),
         lambda ids, weight: weight.index_select(0, ids.flatten()).view(*ids.shape, -1),
         lambda ids, weight: torch.nn.Embedding.from_pretrained(weight)(ids),
+        # issue 22: a lookup with no product at all, and one through the transposed table
+        lambda ids, weight: torch.stack([torch.stack([weight[i] for i in row]) for row in ids]),
+        lambda ids, weight: weight.T[:, ids].permute(1, 2, 0),
+        # a lookup dressed up with a product that does not do the one-hot's work
+        lambda ids, weight: weight[ids] * torch.ones(weight.shape[1], dtype=weight.dtype),
     ],
 )
 def test_one_hot_lookup_rejects_the_forbidden_direct_lookup(capsys, lookup):
@@ -61,9 +66,39 @@ def test_one_hot_lookup_accepts_a_one_hot_built_by_hand(capsys):
     assert check_one_hot_lookup(right) is True
 
 
+def test_one_hot_lookup_rejects_a_fixed_float32_one_hot_on_a_float64_table(capsys):
+    def wrong(ids, weight):  # right on float32 tables only
+        return F.one_hot(ids, weight.shape[0]).float() @ weight
+
+    assert check_one_hot_lookup(wrong) is False
+    out = capsys.readouterr().out
+    assert "different dtypes (torch.float32 and torch.float64" in out and "raised" not in out, out
+
+
+def test_one_hot_lookup_rejects_a_float32_answer_for_a_float64_table(capsys):
+    def wrong(ids, weight):
+        return F.one_hot(ids, weight.shape[0]).float() @ weight.float()
+
+    assert check_one_hot_lookup(wrong) is False
+    assert "is torch.float32; keep W's dtype" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        lambda ids, w: torch.einsum("btv,vd->btd", F.one_hot(ids, w.shape[0]).to(w.dtype), w),
+        lambda ids, w: (F.one_hot(ids, w.shape[0]).to(w.dtype)[..., None] * w).sum(dim=-2),
+        lambda ids, w: torch.eye(w.shape[0], dtype=w.dtype)[ids] @ w,
+    ],
+)
+def test_one_hot_lookup_accepts_other_products(right, capsys):
+    result = check_one_hot_lookup(right)
+    assert result is True, capsys.readouterr().out
+
+
 def test_one_hot_lookup_rejects_the_wrong_rows(capsys):
     def wrong(ids, weight):  # an off-by-one: the row of the next id
-        return F.one_hot((ids + 1) % weight.shape[0], weight.shape[0]).float() @ weight
+        return F.one_hot((ids + 1) % weight.shape[0], weight.shape[0]).to(weight.dtype) @ weight
 
     assert check_one_hot_lookup(wrong) is False
     assert "differs by up to" in capsys.readouterr().out
@@ -97,10 +132,22 @@ def test_scaled_embedding_rejects_the_vocabulary_scale(capsys):
     assert "sqrt(vocab_size)" in capsys.readouterr().out
 
 
-def test_scaled_embedding_rejects_a_hard_coded_d_model(capsys):
-    assert check_scaled_embedding(lambda ids, w: w[ids] * math.sqrt(24)) is False
+@pytest.mark.parametrize("width", [24, 7])
+def test_scaled_embedding_rejects_a_hard_coded_d_model(width, capsys):
+    # sqrt(7) is right for the first table (7 wide) and wrong for the second (12 wide).
+    assert check_scaled_embedding(lambda ids, w: w[ids] * math.sqrt(width)) is False
     out = capsys.readouterr().out
-    assert "❌ scaled token embedding: scaled embedding differs by up to" in out
+    assert f"it looks scaled by sqrt({width}), a constant" in out, out
+
+
+def test_scaled_embedding_accepts_other_ways_to_scale(capsys):
+    assert check_scaled_embedding(lambda ids, w: w[ids] * w.shape[-1] ** 0.5) is True
+    assert check_scaled_embedding(lambda ids, w: F.embedding(ids, w * math.sqrt(w.size(1)))) is True
+
+
+def test_scaled_embedding_rejects_float32_on_a_float64_table(capsys):
+    assert check_scaled_embedding(lambda ids, w: w[ids].float() * math.sqrt(w.shape[1])) is False
+    assert "keep W's dtype torch.float64" in capsys.readouterr().out
 
 
 def test_scaled_embedding_rejects_a_wrong_shape(capsys):

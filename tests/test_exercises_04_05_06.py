@@ -66,28 +66,54 @@ def test_head_queries_accepts_the_column_block(capsys):
     assert verdict(check_head_queries, head_queries_right, capsys)[0] is True
 
 
+_A_B = "i * (w.shape[1] // h) : (i + 1) * (w.shape[1] // h)"  # head i's columns a:b
+
+
+def _block(w, i, h):
+    d_k = w.shape[1] // h
+    return slice(i * d_k, (i + 1) * d_k)
+
+
 @pytest.mark.parametrize(
-    "block",
+    "answer",
     [
-        lambda w, i, h: w.split(w.shape[1] // h, dim=1)[i],
-        lambda w, i, h: w.chunk(h, dim=-1)[i],
-        lambda w, i, h: w.view(w.shape[0], h, -1)[:, i],
+        lambda x, w, i, h: x @ w.split(w.shape[1] // h, dim=1)[i],
+        lambda x, w, i, h: x @ w.chunk(h, dim=-1)[i],
+        lambda x, w, i, h: x @ w.view(w.shape[0], h, -1)[:, i],
+        # W_q.T routes: the same block of columns, reached through the transpose (issue 22)
+        lambda x, w, i, h: torch.nn.functional.linear(x, w.T[_block(w, i, h)]),
+        lambda x, w, i, h: x @ w.T[_block(w, i, h)].T,
+        # a copy of the block, einsum, and broadcasting over the block only
+        lambda x, w, i, h: x @ w[:, _block(w, i, h)].clone(),
+        lambda x, w, i, h: torch.einsum("btc,cd->btd", x, w[:, _block(w, i, h)]),
+        lambda x, w, i, h: (x[..., None] * w[:, _block(w, i, h)]).sum(dim=-2),
     ],
 )
-def test_head_queries_accepts_other_ways_to_take_the_columns(block, capsys):
-    assert verdict(check_head_queries, lambda x, w, i, h: x @ block(w, i, h), capsys)[0] is True
+def test_head_queries_accepts_other_ways_to_take_the_columns(answer, capsys):
+    result, out = verdict(check_head_queries, answer, capsys)
+    assert result is True, out
 
 
 @pytest.mark.parametrize(
     ("wrong", "message"),
     [
         # rows instead of columns: (d_k, C) cannot multiply (B, T, C); named, not a raw error
-        (lambda x, w, i, h: x @ w[i * 8 : (i + 1) * 8], "slices rows of W_q"),
-        (lambda x, w, i, h: x @ w[i * 8 : (i + 1) * 8, :], "slices rows of W_q"),
-        # the forbidden "project everything, then slice": right numbers, wrong method
+        (lambda x, w, i, h: x @ w[_block(w, i, h)], "rows of W_q"),
+        (lambda x, w, i, h: x @ w[_block(w, i, h), :], "rows of W_q"),
+        # rows through the transpose: the nn.Linear orientation, right shape, wrong numbers
+        (lambda x, w, i, h: x @ w.T[:, _block(w, i, h)], "it uses rows of W_q"),
+        (lambda x, w, i, h: torch.nn.functional.linear(x, w[_block(w, i, h)]), "uses rows of W_q"),
+        # the forbidden "project everything, then slice": right numbers, wrong method. The work
+        # done gives it away, whichever route: on W_q, on a copy, by broadcasting, by einsum.
+        (lambda x, w, i, h: (x @ w)[..., _block(w, i, h)], "computes the full projection"),
+        (lambda x, w, i, h: (x @ w.clone())[..., _block(w, i, h)], "computes the full projection"),
         (
-            lambda x, w, i, h: (x @ w)[..., i * (w.shape[1] // h) : (i + 1) * (w.shape[1] // h)],
-            "computes the full projection x @ W_q",
+            lambda x, w, i, h: (x[..., None] * w).sum(dim=-2)[..., _block(w, i, h)],
+            "computes the full projection",
+        ),
+        (
+            lambda x, w, i, h: torch.einsum("btc,cd->btd", x, w.T.T)[..., _block(w, i, h)],
+            "computes the full projection",
         ),
         (
             lambda x, w, i, h: split_heads_right(torch.matmul(x, w), h)[:, i],
@@ -98,18 +124,27 @@ def test_head_queries_accepts_other_ways_to_take_the_columns(block, capsys):
             lambda x, w, i, h: (x @ w).view(x.shape[0], h, x.shape[1], -1)[:, i],
             "computes the full projection x @ W_q",
         ),
-        # a transposed block: rows of W_q taken through W_q.T
-        (
-            lambda x, w, i, h: x @ w.T[:, i * (w.shape[1] // h) : (i + 1) * (w.shape[1] // h)],
-            "head=0, n_heads=3) with C=24 differs by up to",
-        ),
         # always head 0
         (lambda x, w, i, h: head_queries_right(x, w, 0, h), "head=1"),
+        # float32 forced on the float64 case
+        (lambda x, w, i, h: head_queries_right(x.float(), w.float(), i, h), "dtype"),
     ],
 )
 def test_head_queries_rejects(wrong, message, capsys):
     result, out = verdict(check_head_queries, wrong, capsys)
-    assert result is False and out.startswith("❌ head_queries") and message in out
+    assert result is False and out.startswith("❌ head_queries") and message in out, out
+
+
+def test_head_queries_full_projection_detection_counts_multiplications():
+    # How the forbidden route is detected: the ATen-level count of scalar multiplications.
+    from course_utils.exercises.core import count_multiplications
+
+    x, w = torch.randn(2, 6, 24), torch.randn(24, 24)
+    with count_multiplications() as own:
+        x @ w[:, :8]
+    with count_multiplications() as full:
+        (x[..., None] * w.clone()).sum(dim=-2)[..., :8]
+    assert own.total == 2 * 6 * 24 * 8 and full.total == 3 * own.total
 
 
 # --- notebook 05 ------------------------------------------------------------------------------

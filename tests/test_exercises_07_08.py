@@ -3,6 +3,7 @@ the right answer and rejects the typical wrong ones with a message that says wha
 
 import math
 
+import pytest
 import torch
 
 from course_utils.exercises import (
@@ -70,10 +71,33 @@ def test_stable_softmax_rejects_the_library_softmax(capsys):
     def via_log(scores, temperature=1.0):
         return F.log_softmax(scores / temperature, dim=-1).exp()
 
-    for answer in (library, functional, method, via_log):
+    def special(scores, temperature=1.0):  # issue 22: this route used to pass
+        return torch.special.softmax(scores / temperature, dim=-1)
+
+    def module(scores, temperature=1.0):
+        return torch.nn.Softmax(dim=-1)(scores.clone() / temperature)
+
+    for answer in (library, functional, method, via_log, special, module):
         assert check_stable_softmax(answer) is False
         out = capsys.readouterr().out
-        assert "calls the library's" in out and "write the formula out" in out, out
+        assert "runs the library's softmax" in out and "write the formula out" in out, out
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        # each row's own maximum taken by max(...).values, and division by the temperature late
+        lambda s, temperature=1.0: (lambda e: e / e.sum(-1, keepdim=True))(
+            ((s - s.max(dim=-1, keepdim=True).values) / temperature).exp()
+        ),
+        # log-sum-exp, another stable formula written with plain ops
+        lambda s, temperature=1.0: (
+            s / temperature - (s / temperature).logsumexp(dim=-1, keepdim=True)
+        ).exp(),
+    ],
+)
+def test_stable_softmax_accepts_other_stable_formulas(right, capsys):
+    assert check_stable_softmax(right) is True, capsys.readouterr().out
 
 
 def test_stable_softmax_reports_an_unfinished_stub(capsys):

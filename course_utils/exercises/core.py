@@ -183,3 +183,57 @@ def record_torch_calls() -> Iterator[list[TorchCall]]:
 
     with _Recorder():
         yield calls
+
+
+class MultiplicationCount:
+    """How many scalar multiplications the ops inside :func:`count_multiplications` did:
+    ``total``, and ``largest``, the most done by one op; ``ops`` is the set of ATen op names
+    that ran (e.g. ``"_softmax"``), whatever Python function called them."""
+
+    def __init__(self) -> None:
+        self.total, self.largest = 0, 0
+        self.ops: set[str] = set()
+
+    def add(self, count: int) -> None:
+        self.total += count
+        self.largest = max(self.largest, count)
+
+
+def _multiplications(func, args, out) -> int:
+    """Scalar multiplications of one ATen op: m·k·n for a (batched) matrix product, one per
+    output element for an elementwise product, 0 for anything else."""
+    import math
+
+    aten = torch.ops.aten
+    name = func.overloadpacket
+    if name in (aten.mm, aten.bmm, aten.addmm, aten.baddbmm):
+        first, second = (args[1], args[2]) if name in (aten.addmm, aten.baddbmm) else args[:2]
+        return math.prod(first.shape) * second.shape[-1]
+    if name in (aten.mul, aten.mul_) and isinstance(out, torch.Tensor):
+        return out.numel()
+    return 0
+
+
+@contextlib.contextmanager
+def count_multiplications() -> Iterator[MultiplicationCount]:
+    """Count the scalar multiplications of the tensor ops inside the block, at the ATen level,
+    so every route to a product is seen: ``@``, ``F.linear``, ``einsum``, ``tensordot``, a
+    product on a copy or a transposed view, or broadcasting ``(x[..., None] * W).sum(-2)``.
+
+    A checker uses it to tell *how much* work an answer did, e.g. that it computed the full
+    ``(C, C)`` projection (h times head i's own work) before slicing, or no product at all.
+    Uses :class:`torch.utils._python_dispatch.TorchDispatchMode`; the ops still run.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    count = MultiplicationCount()
+
+    class _Counter(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            count.add(_multiplications(func, args, out))
+            count.ops.add(func.overloadpacket.__name__)
+            return out
+
+    with _Counter():
+        yield count

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from course_utils.exercises.core import TorchCall, compare, record_torch_calls, run_check
+from course_utils.exercises.core import compare, count_multiplications, run_check
 
 
 def _randn_04(*shape: int, seed: int) -> torch.Tensor:
@@ -41,33 +41,29 @@ def check_split_heads(split_heads: Callable) -> bool:
     return run_check("split_heads", attempt)
 
 
-_PRODUCTS = {"matmul", "__matmul__", "mm", "bmm", "einsum", "linear", "tensordot"}
-
-
-def _head_queries_problem(calls: list[TorchCall], w_q: torch.Tensor, d_k: int) -> str | None:
-    """What the recorded calls show the student did wrong, in the exercise's words, or None."""
-    for call in calls:
-        if call.name in _PRODUCTS and call.uses(w_q):
-            return (
-                "it computes the full projection x @ W_q (all h heads) and then slices it; "
-                "multiply x by head i's own (C, d_k) block of columns only"
-            )
-    for call in calls:
-        if call.name == "__getitem__" and call.uses(w_q):
-            index = call.args[1]
-            rows = isinstance(index, slice) or (
-                isinstance(index, tuple)
-                and index
-                and isinstance(index[0], slice)
-                and index[0] != slice(None)
-                and (len(index) == 1 or index[1] == slice(None))
-            )
-            if rows:
-                return (
-                    f"it slices rows of W_q (W_q[a:b] is ({d_k}, C), a block of input channels); "
-                    "head i's matrix W_i^Q is a block of columns: W_q[:, i*d_k:(i+1)*d_k]"
-                )
+def _head_queries_problem(answer, x, w_q, head: int, d_k: int, work: int) -> str | None:
+    """Why ``answer`` (computed with ``work`` scalar multiplications) is not head ``head``'s
+    queries, in the exercise's words, or None when it is."""
+    block = slice(head * d_k, (head + 1) * d_k)
+    own_work = x.shape[0] * x.shape[1] * x.shape[2] * d_k  # B * T * C * d_k
+    if work >= 2 * own_work:
+        return (
+            f"it does {work} multiplications, {work / own_work:.0f} times the {own_work} of "
+            f"x @ W_i^Q: it computes the full projection x @ W_q (all heads, on W_q or a copy, "
+            "by @ or by broadcasting) and then slices it; multiply x by head i's own (C, d_k) "
+            "block of columns only"
+        )
+    if isinstance(answer, torch.Tensor) and answer.shape == x.shape[:2] + (d_k,):
+        if torch.allclose(answer.detach().double(), (x @ w_q[block].T).double(), atol=1e-4):
+            return f"it uses {_ROWS}"
     return None
+
+
+_ROWS = (
+    "rows of W_q (W_q[a:b] is (d_k, C), a block of input channels, the nn.Linear orientation); "
+    "in the paper's orientation head i's matrix W_i^Q is a block of columns: "
+    "W_q[:, i*d_k:(i+1)*d_k]"
+)
 
 
 def check_head_queries(head_queries: Callable) -> bool:
@@ -75,34 +71,38 @@ def check_head_queries(head_queries: Callable) -> bool:
     ``(B, T, d_k)``, computed as ``x @ W_i^Q`` with ``W_i^Q`` the ``(C, d_k)`` block of
     columns of ``W_q`` (paper orientation, ``(C, C)``; §3.2.2).
 
-    Every head of the running example (C=24, h=3) and of C=12, h=4 is tried. The exercise
-    forbids the full projection: an answer that multiplies by the whole ``W_q`` and then
-    slices is rejected even though its numbers are right. Slicing rows of ``W_q`` instead of
-    columns is named as such.
+    Every head of the running example (C=24, h=3, float32) and of C=12, h=4 (float64) is
+    tried. The exercise forbids the full projection: how it is detected is by the work
+    done, not by which calls were made: :func:`~course_utils.exercises.core.count_multiplications`
+    counts the scalar multiplications at the ATen level, and an answer that does at least
+    twice head i's own ``B*T*C*d_k`` (the full projection does h times that, on ``W_q``, a
+    copy, a transposed view or by broadcasting) is rejected even though its numbers are
+    right. Any route to the right block (``x @ W_q[:, a:b]``, ``F.linear(x, W_q.T[a:b])``,
+    ``einsum``, broadcasting over the block) is accepted. Rows of ``W_q`` instead of columns
+    are named as such.
     """
 
     def attempt() -> str | None:
-        for (batch, time, channels, heads), seed in (((2, 6, 24, 3), 42), ((1, 5, 12, 4), 43)):
-            x = _randn_04(batch, time, channels, seed=seed)
-            w_q = _randn_04(channels, channels, seed=seed + 100)
+        cases = (((2, 6, 24, 3), 42, torch.float32), ((1, 5, 12, 4), 43, torch.float64))
+        for (batch, time, channels, heads), seed, dtype in cases:
+            x = _randn_04(batch, time, channels, seed=seed).to(dtype)
+            w_q = _randn_04(channels, channels, seed=seed + 100).to(dtype)
             d_k = channels // heads
             for head in range(heads):
                 expected = x @ w_q[:, head * d_k : (head + 1) * d_k]
                 name = f"head_queries(..., head={head}, n_heads={heads}) with C={channels}"
-                given = w_q.clone()
-                with record_torch_calls() as calls:
+                with count_multiplications() as work:
                     try:
-                        answer = head_queries(x.clone(), given, head, heads)
-                    except NotImplementedError:
-                        raise
-                    except Exception:
-                        problem = _head_queries_problem(calls, given, d_k)
-                        if problem is None:
+                        answer = head_queries(x.clone(), w_q.clone(), head, heads)
+                    except RuntimeError as error:
+                        if f"and {d_k}x{channels})" not in str(error):
                             raise
-                        return f"{name}: {problem}"
-                problem = _head_queries_problem(calls, given, d_k)
+                        return f"{name} raised {error}: {_ROWS}"
+                problem = _head_queries_problem(answer, x, w_q, head, d_k, work.total)
                 if problem is None:
                     problem = compare(answer, expected, name, atol=1e-4)
+                    if problem is None and answer.dtype != dtype:
+                        problem = f"{name} is {answer.dtype} for {dtype} inputs; keep their dtype"
                 else:
                     problem = f"{name}: {problem}"
                 if problem:

@@ -6,10 +6,12 @@ from collections.abc import Callable
 
 import torch
 
-from course_utils.exercises.core import compare, record_torch_calls, run_check
+from course_utils.exercises.core import compare, count_multiplications, run_check
 
-# Library softmaxes the exercise forbids (it asks for the max-subtraction written out).
-_LIBRARY_SOFTMAX = {"softmax", "log_softmax", "_softmax", "_log_softmax"}
+# Library softmaxes the exercise forbids (it asks for the max-subtraction written out), as
+# the ATen ops every Python route reaches: torch.softmax, F.softmax, Tensor.softmax,
+# torch.special.softmax, nn.Softmax, log_softmax, and the same on a copy or a view.
+_LIBRARY_SOFTMAX = {"softmax", "log_softmax", "_softmax", "_log_softmax", "special_softmax"}
 
 
 def check_stable_softmax(stable_softmax: Callable) -> bool:
@@ -20,18 +22,22 @@ def check_stable_softmax(stable_softmax: Callable) -> bool:
     wrong axis shows), temperatures 0.5 and 2, and float32 rows ``[100, 400, 700, 1000]``
     (``exp`` overflows to inf without the max-subtraction) and ``[1, 2, 3, 4]`` (subtracting
     one global maximum instead of each row's own underflows that row to 0 / 0). The
-    exercise asks for the formula written out: an answer that calls ``torch.softmax``,
-    ``F.softmax``, ``Tensor.softmax`` or ``log_softmax`` is rejected, saying so.
+    exercise asks for the formula written out: an answer that runs the library's softmax is
+    rejected, saying so. How it is detected: the ATen ops that ran, recorded by
+    :func:`~course_utils.exercises.core.count_multiplications` below every Python route
+    (``torch.softmax``, ``F.softmax``, ``Tensor.softmax``, ``torch.special.softmax``,
+    ``nn.Softmax``, ``log_softmax``) all reach ``aten._softmax`` or ``aten._log_softmax``.
     """
 
     def attempt() -> str | None:
         scores = 3 * torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(7))
-        with record_torch_calls() as calls:
+        with count_multiplications() as work:
             answer = stable_softmax(scores.clone())
-        used = sorted({call.name for call in calls} & _LIBRARY_SOFTMAX)
+        used = sorted(work.ops & _LIBRARY_SOFTMAX)
         if used:
             return (
-                f"it calls the library's {', '.join(used)}; write the formula out: subtract "
+                f"it runs the library's softmax (aten.{', aten.'.join(used)}); write the "
+                "formula out with plain tensor ops: subtract "
                 "each row's maximum, exp, divide by the row sum"
             )
         problem = compare(answer, torch.softmax(scores, dim=-1), "stable_softmax(scores)")
