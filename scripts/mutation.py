@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import ast
 import datetime as dt
+import fcntl
 import json
 import os
 import random
@@ -378,10 +379,13 @@ def write_report(modules: dict, report_dir: Path) -> Path:
     """Merge ``modules`` into ``report_dir``/report.json and rewrite report.md from it."""
     report_dir.mkdir(parents=True, exist_ok=True)
     json_path = report_dir / "report.json"
-    previous = json.loads(json_path.read_text(encoding="utf-8")) if json_path.is_file() else None
-    report = merge_report(previous, modules)
-    json_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    (report_dir / "report.md").write_text(render_markdown(report), encoding="utf-8")
+    # two runs side by side (different modules) must not lose each other's entries
+    with open(report_dir / ".report.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        text = json_path.read_text(encoding="utf-8") if json_path.is_file() else ""
+        report = merge_report(json.loads(text) if text else None, modules)
+        json_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        (report_dir / "report.md").write_text(render_markdown(report), encoding="utf-8")
     return report_dir / "report.md"
 
 
@@ -420,7 +424,7 @@ def failing_tests(pytest_output: str) -> list[str]:
     """Node ids of the ``FAILED``/``ERROR`` lines of pytest's short summary (``-rfE``)."""
     found = []
     for line in pytest_output.splitlines():
-        match = re.match(r"(?:FAILED|ERROR) (\S+?)(?: - .*)?$", line.strip())
+        match = re.match(r"(?:FAILED|ERROR) (.+?)(?: - .*)?$", line.strip())
         if match:
             found.append(match.group(1))
     return found

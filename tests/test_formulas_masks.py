@@ -17,6 +17,7 @@ from torch import nn
 
 from course_utils.attention import scaled_dot_product_attention
 from course_utils.encoder_decoder_blocks import CrossAttention
+from course_utils.masks import combine_masks
 
 B, H, T_Q, T_K, D_K = 2, 3, 4, 6, 8
 LENGTHS = torch.tensor([6, 3])  # the second sequence has 3 real keys, 3 padded
@@ -43,6 +44,16 @@ def test_key_padding_with_t_q_not_t_k_equals_pytorch(t_q):
     # every query of the second sequence gives its 3 padded keys exactly zero weight
     assert torch.all(weights[1, :, :, 3:] == 0)
     torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, t_q))
+
+
+@pytest.mark.parametrize("t_q", [1, T_Q, 9])
+def test_combined_key_padding_mask_hides_keys_for_every_query(t_q):
+    """combine_masks turns (B, T_k) into a mask over (B, h, T_q, T_k): key j of sequence b is
+    hidden from every head and every query exactly when it is padding."""
+    mask = combine_masks(None, _real_keys(), (B, H, t_q, T_K))
+    full = mask.expand(B, H, t_q, T_K)
+    expected = _real_keys()[:, None, None, :].expand(B, H, t_q, T_K)
+    assert torch.equal(full, expected)
 
 
 def test_key_padding_equals_the_same_mask_given_as_mask():

@@ -1,0 +1,264 @@
+"""scripts/mutation.py (``make mutation``) without running cosmic-ray: the module -> tests map,
+reproducible samples, outcome classification and the report's counts on fake results."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import shlex
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def mutation():
+    name = "course_mutation_script"
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "mutation.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(name, None)
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+@pytest.fixture
+def fake_repo(tmp_path: Path) -> Path:
+    """A package with a subpackage that re-exports, a module that re-exports, and tests."""
+    write(tmp_path, "course_utils/__init__.py", "")
+    write(tmp_path, "course_utils/model.py", "def generate(): ...\n")
+    write(tmp_path, "course_utils/masks.py", "def combine_masks(): ...\n")
+    write(tmp_path, "course_utils/blocks.py", "class Cross: ...\n")
+    write(tmp_path, "course_utils/encdec.py", "from course_utils.blocks import Cross\n")
+    write(tmp_path, "course_utils/training/__init__.py", "from .schedule import make_optimizer\n")
+    write(tmp_path, "course_utils/training/schedule.py", "def make_optimizer(): ...\n")
+    write(tmp_path, "tests/test_model.py", "from course_utils.model import generate\n")
+    write(tmp_path, "tests/test_zeta.py", "import course_utils.model as m\nimport torch\n")
+    write(
+        tmp_path,
+        "tests/test_formulas_x.py",
+        "def test_a():\n    from course_utils import model, masks\n",
+    )
+    write(tmp_path, "tests/test_train.py", "from course_utils.training import make_optimizer\n")
+    write(tmp_path, "tests/test_cross.py", "from course_utils.encdec import Cross\n")
+    write(tmp_path, "tests/helpers.py", "from course_utils.masks import combine_masks\n")
+    return tmp_path
+
+
+def test_imports_are_resolved_to_the_defining_module(mutation, fake_repo):
+    found = mutation.imported_modules(
+        "from course_utils.training import make_optimizer\nimport os\n", fake_repo
+    )
+    assert "course_utils.training.schedule" in found
+    found = mutation.imported_modules("from course_utils import model, masks\n", fake_repo)
+    assert {"course_utils.model", "course_utils.masks"} <= found
+    found = mutation.imported_modules("from course_utils.encdec import Cross\n", fake_repo)
+    assert "course_utils.blocks" in found
+    assert mutation.imported_modules("import torch\nfrom os import path\n", fake_repo) == set()
+
+
+def test_tests_for_module_own_tests_first_then_formulas(mutation, fake_repo):
+    tests = mutation.tests_for_module("course_utils/model.py", fake_repo)
+    assert tests == ["tests/test_model.py", "tests/test_formulas_x.py", "tests/test_zeta.py"]
+    # helpers (not test_*.py) do not count; only tests that import the module
+    assert mutation.tests_for_module("course_utils/masks.py", fake_repo) == [
+        "tests/test_formulas_x.py"
+    ]
+    assert mutation.tests_for_module("course_utils/training/schedule.py", fake_repo) == [
+        "tests/test_train.py"
+    ]
+    assert mutation.tests_for_module("course_utils/blocks.py", fake_repo) == ["tests/test_cross.py"]
+
+
+def test_the_real_map_finds_the_formula_tests(mutation):
+    assert "tests/test_formulas_masks.py" in mutation.tests_for_module("course_utils/masks.py")
+    schedule = mutation.tests_for_module("course_utils/training/schedule.py")
+    assert "tests/test_formulas_init_decay.py" in schedule  # via course_utils.training
+    model = mutation.tests_for_module("course_utils/model.py")
+    assert model[0] == "tests/test_model.py"
+
+
+def test_teaching_modules_include_optional_ones_that_exist(mutation, fake_repo):
+    config = {
+        "modules": ["course_utils/model.py"],
+        "optional": ["course_utils/masks.py", "course_utils/nope.py"],
+    }
+    assert mutation.teaching_modules(config, fake_repo) == [
+        "course_utils/model.py",
+        "course_utils/masks.py",
+    ]
+    with pytest.raises(FileNotFoundError, match="nope.py"):
+        mutation.teaching_modules({"modules": ["course_utils/nope.py"]}, fake_repo)
+
+
+def test_the_committed_config_lists_existing_modules(mutation):
+    config = mutation.load_config()
+    modules = mutation.teaching_modules(config)
+    assert "course_utils/training/loop.py" in modules and "course_utils/model.py" in modules
+    assert mutation.excluded("core/ReplaceBinaryOperator_Add_BitXor", config["exclude_operators"])
+    assert not mutation.excluded("core/ReplaceBinaryOperator_Mul_Div", config["exclude_operators"])
+
+
+def _candidates(mutation, n: int = 200):
+    ops = ["core/NumberReplacer", "core/ReplaceBinaryOperator_Mul_Div", "core/AddNot"]
+    return [mutation.Candidate(f"job{i}", ops[i % 3], i // 3, i) for i in range(n)]
+
+
+def test_sampling_is_reproducible_and_ignores_job_order(mutation):
+    candidates = _candidates(mutation)
+    first = mutation.sample(candidates, 30, 7, "course_utils/model.py")
+    shuffled = candidates[:]
+    random.Random(0).shuffle(shuffled)  # cosmic-ray's job ids and order are random
+    again = mutation.sample(shuffled, 30, 7, "course_utils/model.py")
+    assert len(first) == 30 and len({c.job_id for c in first}) == 30
+    assert [c.job_id for c in first] == [c.job_id for c in again]
+    other_seed = mutation.sample(candidates, 30, 8, "course_utils/model.py")
+    assert {c.job_id for c in other_seed} != {c.job_id for c in first}
+    assert len(mutation.sample(candidates, 0, 7, "m")) == 200  # 0: all
+    assert len(mutation.sample(candidates, 500, 7, "m")) == 200
+
+
+def _mutant(
+    mutation, outcome: str, line: int = 1, original="a", mutated="b", module="course_utils/x.py"
+):
+    return mutation.Mutant(module, line, "core/NumberReplacer", 0, original, mutated, outcome)
+
+
+def test_report_counts_a_fake_result_set(mutation):
+    equivalents = [
+        mutation.Equivalent(
+            "course_utils/x.py", "if p > 0:", "if p >= 0:", "dropout p=0 is identity"
+        )
+    ]
+    mutants = (
+        [_mutant(mutation, "killed") for _ in range(17)]
+        + [_mutant(mutation, "timeout")]
+        + [_mutant(mutation, "survived", line=9, original="y = a * b", mutated="y = a / b")]
+        + [_mutant(mutation, "survived", original="  if p > 0:", mutated="if p >= 0:  ")]
+        # the same change in another module is not the reviewed equivalent
+        + [
+            _mutant(
+                mutation,
+                "survived",
+                original="if p > 0:",
+                mutated="if p >= 0:",
+                module="course_utils/z.py",
+            )
+        ]
+        + [_mutant(mutation, "incompetent"), _mutant(mutation, "no-test")]
+    )
+    summary = mutation.summarise(mutation.classify(mutants, equivalents))
+    assert summary["counts"] == {
+        "killed": 17,
+        "timeout": 1,
+        "survived": 2,
+        "equivalent": 1,
+        "incompetent": 1,
+        "no-test": 1,
+    }
+    assert summary["kill_rate"] == pytest.approx(18 / 20)
+    assert summary["equivalents"][0]["reason"] == "dropout p=0 is identity"
+    assert {s["line"] for s in summary["survivors"]} == {9, 1}
+    entry = {
+        **summary,
+        "module": "course_utils/x.py",
+        "population": 120,
+        "seed": 3,
+        "commit": "0123456789abcdef",
+        "dirty": False,
+        "baseline_s": 2.0,
+        "timeout_s": 30.0,
+        "elapsed_s": 99.0,
+        "finished": "now",
+        "tests": ["tests/test_x.py"],
+    }
+    report = mutation.merge_report({"modules": {"old": entry}}, {"x": entry})
+    assert list(report["modules"]) == ["old", "x"]
+    text = mutation.render_markdown(report)
+    assert "| x | 23 / 120 | 17 | 1 | 2 | 1 | 1 | 90.0 % | 3 | 0123456789 |" in text
+    assert "`course_utils/x.py:9` NumberReplacer: `y = a * b` -> `y = a / b`" in text
+    assert "(dropout p=0 is identity)" in text
+
+
+def test_outcomes_of_cosmic_ray_results(mutation):
+    def result(worker, test=None, output=""):
+        return SimpleNamespace(worker_outcome=worker, test_outcome=test, output=output)
+
+    assert mutation.outcome_of(result("normal", "killed", "F\n1 failed")) == "killed"
+    assert mutation.outcome_of(result("normal", "killed", "timeout")) == "timeout"
+    assert mutation.outcome_of(result("normal", "survived", "1 passed")) == "survived"
+    assert mutation.outcome_of(result("normal", "incompetent")) == "incompetent"
+    assert mutation.outcome_of(result("exception", "incompetent")) == "incompetent"
+    assert mutation.outcome_of(result("no-test")) == "no-test"
+
+
+def test_changed_lines_of_a_unified_diff(mutation):
+    diff = "--- mutation diff ---\n--- a/m.py\n+++ b/m.py\n@@ -3 +3 @@\n"
+    diff += "-    x = a * b\n+    x = a / b\n"
+    assert mutation.changed_lines(diff) == ("x = a * b", "x = a / b")
+    assert mutation.changed_lines("") == ("", "")
+
+
+def test_failing_tests_and_the_test_command(mutation):
+    output = "..F\nFAILED tests/test_a.py::test_b[x y] - AssertionError: no\n"
+    output += "ERROR tests/test_c.py::test_d\n"
+    assert mutation.failing_tests(output) == [
+        "tests/test_a.py::test_b[x y]",
+        "tests/test_c.py::test_d",
+    ]
+    command = mutation.test_command(["tests/test_a.py"], ["tests/test_a.py::test_b[1-2]"])
+    parts = shlex.split(command)  # cosmic-ray splits it this way
+    assert "-x" in parts and "--deselect=tests/test_a.py::test_b[1-2]" in parts
+    assert parts[-1] == "tests/test_a.py"
+
+
+def test_equivalents_need_a_reason(mutation, tmp_path):
+    path = tmp_path / "eq.toml"
+    path.write_text(
+        '[[equivalent]]\nmodule = "m.py"\noriginal = "a"\nmutated = "b"\nreason = " "\n'
+    )
+    with pytest.raises(ValueError, match="reason"):
+        mutation.load_equivalents(path)
+
+
+def test_committed_equivalents_name_lines_that_exist(mutation):
+    """A reviewed equivalent whose line was edited away is stale: it must be reviewed again."""
+    equivalents = mutation.load_equivalents()
+    assert equivalents
+    for e in equivalents:
+        lines = {
+            line.strip() for line in (ROOT / e.module).read_text(encoding="utf-8").splitlines()
+        }
+        assert e.original in lines, f"{e.module}: {e.original!r} is no longer in the file"
+        assert e.original != e.mutated and e.reason
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--modules", "nonsense"], "nonsense is not a teaching module"),
+        (["--sample", "-1"], "expected 0 (all) or a positive count, got -1"),
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(mutation, argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        mutation.main(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_list_prints_each_module_and_its_tests(mutation, capsys):
+    assert mutation.main(["--list", "--modules", "masks"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("course_utils/masks.py: tests/") and "test_formulas_masks.py" in out
