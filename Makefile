@@ -45,7 +45,7 @@ EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline OMP_NUM_THREADS
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
 OFFLINE_ENV := PYTHONPATH="$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}"
 
-.PHONY: setup lab test course headers determinism train checkpoint record bench lint clean venv assets rerecord rehearsal gpu-check
+.PHONY: setup lab test course headers determinism train checkpoint record bench mutation lint clean venv assets rerecord rehearsal gpu-check
 
 setup: $(STAMP)
 
@@ -147,6 +147,17 @@ rehearsal: setup
 # ARGS=--dry-run prints the steps.
 gpu-check: setup
 	$(PY) scripts/gpu_check.py $(ARGS)
+
+# Mutation testing of the teaching modules (cosmic-ray; not part of `make test`: hours for all
+# mutants on 2 cores). Each module's mutants run against the tests that import it, in a scratch
+# copy of the last commit; report in benchmarks/mutation/report.md. A seeded sample per module:
+# `make mutation SAMPLE=40 SEED=0`; some modules: `make mutation MODULES="model masks"`.
+SAMPLE ?= 0
+SEED ?= 0
+MODULES ?=
+mutation: setup
+	nice -n 10 env OMP_NUM_THREADS=1 "$(PY)" scripts/mutation.py --sample $(SAMPLE) --seed $(SEED) \
+		$(if $(MODULES),--modules $(MODULES)) $(ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .
