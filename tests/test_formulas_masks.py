@@ -91,3 +91,17 @@ def test_cross_attention_key_padding_equals_nn_multihead_attention(need_weights)
     changed = memory.clone()
     changed[1, 3:] = 100.0
     torch.testing.assert_close(ours(x, changed, _real_keys(), need_weights=need_weights), got)
+
+
+def test_a_2d_mask_that_could_be_padding_is_refused_without_a_head_axis():
+    """Scores (B, T_q, T_k) with B == T_q: a 2-D mask could be (T_q, T_k) or a (B, T_k)
+    padding mask; the course refuses to guess (mask[None] or key_padding_mask= say which)."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(4, 4, D_K, generator=g) for _ in range(3))  # (B=4, T=4, d_k)
+    padding_like = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0], [1, 0, 0, 0]]).bool()
+    with pytest.raises(ValueError, match="ambiguous"):
+        scaled_dot_product_attention(q, k, v, mask=padding_like)
+    # said explicitly, both readings work
+    as_attention = scaled_dot_product_attention(q, k, v, mask=padding_like[None])[0]
+    as_padding = scaled_dot_product_attention(q, k, v, key_padding_mask=padding_like)[0]
+    assert as_attention.shape == as_padding.shape == (4, 4, D_K)
