@@ -278,7 +278,54 @@ def summarise(mutants: list[Mutant]) -> dict:
         "equivalents": [asdict(m) for m in mutants if m.outcome == "equivalent"],
         "timeouts": [asdict(m) for m in mutants if m.outcome == "timeout"],
         "incompetent": [asdict(m) for m in mutants if m.outcome == "incompetent"],
+        "results": [asdict(m) for m in mutants],
     }
+
+
+def previous_mutants(entry: dict) -> list[Mutant]:
+    """The mutants of an earlier report entry (entries without ``results`` are rebuilt from
+    their lists and counts; their killed and no-test mutants carry no detail)."""
+    fields = set(Mutant.__dataclass_fields__)
+    if "results" in entry:
+        return [Mutant(**{k: v for k, v in m.items() if k in fields}) for m in entry["results"]]
+    listed = [
+        Mutant(**{k: v for k, v in m.items() if k in fields})
+        for key in ("survivors", "equivalents", "timeouts", "incompetent")
+        for m in entry.get(key, [])
+    ]
+    for outcome in ("killed", "no-test"):
+        listed += [
+            Mutant(entry["module"], 0, "?", -1, "", "", outcome)
+            for _ in range(entry["counts"][outcome])
+        ]
+    return listed
+
+
+def recheck_candidates(entry: dict, candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates that are the survivors of ``entry`` (same operator and occurrence, on
+    the same line); the module must not have changed since (same mutant population)."""
+    if entry["population"] != len(candidates):
+        raise SystemExit(
+            f"mutation: {entry['module']} has {len(candidates)} mutants now, "
+            f"{entry['population']} at the last run: it changed; run it whole (no --recheck)"
+        )
+    by_key = {(c.operator, c.occurrence): c for c in candidates}
+    chosen = []
+    for m in entry["survivors"]:
+        candidate = by_key.get((m["operator"], m["occurrence"]))
+        if candidate is None or candidate.line != m["line"]:
+            raise SystemExit(
+                f"mutation: survivor {m['module']}:{m['line']} {m['operator']} is no longer "
+                "the same mutant: run the module whole (without --recheck)"
+            )
+        chosen.append(candidate)
+    return chosen
+
+
+def merge_recheck(previous: list[Mutant], rerun: list[Mutant]) -> list[Mutant]:
+    """``previous`` with each re-run mutant's outcome replacing its earlier one."""
+    fresh = {(m.operator, m.occurrence): m for m in rerun}
+    return [fresh.get((m.operator, m.occurrence), m) for m in previous]
 
 
 def changed_lines(diff: str) -> tuple[str, str]:
@@ -365,7 +412,13 @@ def render_markdown(report: dict) -> str:
         lines.append(
             f"- {name}: {entry['mutants']} mutants in {entry['elapsed_s']:.0f} s "
             f"(unmutated tests {entry['baseline_s']:.1f} s, timeout {entry['timeout_s']:.0f} s), "
-            f"at {entry['finished']}, tests: {', '.join(entry['tests'])}"
+            f"at {entry['finished']}"
+            + (
+                f" (re-ran the {entry['rechecked']} earlier survivors)"
+                if entry.get("rechecked")
+                else ""
+            )
+            + f", tests: {', '.join(entry['tests'])}"
             + (
                 f"; left out (failing unmutated): {', '.join(entry['deselected'])}"
                 if entry.get("deselected")
@@ -513,7 +566,13 @@ def run_module(module: str, args: argparse.Namespace, config: dict, equivalents)
         for i in items
         if not excluded(i.mutations[0].operator_name, config["exclude_operators"])
     ]
-    chosen = sample(candidates, args.sample, args.seed, module)
+    previous_entry = _previous_entry(module, args.report_dir) if args.recheck else None
+    if args.recheck:
+        if previous_entry is None:
+            raise SystemExit(f"mutation: --recheck needs an earlier run of {module} in the report")
+        chosen = recheck_candidates(previous_entry, candidates)
+    else:
+        chosen = sample(candidates, args.sample, args.seed, module)
     print(
         f"{module}: {len(chosen)} of {len(candidates)} mutants, tests {' '.join(tests)} "
         f"(unmutated {baseline_s:.1f} s, timeout {timeout:.0f} s), scratch {scratch}",
@@ -557,14 +616,17 @@ def run_module(module: str, args: argparse.Namespace, config: dict, equivalents)
     elapsed = time.perf_counter() - begin
     if not args.keep:
         shutil.rmtree(scratch, ignore_errors=True)
+    if previous_entry is not None:
+        mutants = merge_recheck(previous_mutants(previous_entry), mutants)
     summary = summarise(classify(mutants, equivalents))
     dirty = args.source == "worktree" and bool(_git("status", "--porcelain", "--", module, *tests))
     return {
         **summary,
         "module": module,
         "population": len(candidates),
-        "sample": args.sample,
-        "seed": args.seed,
+        "sample": previous_entry["sample"] if previous_entry else args.sample,
+        "seed": previous_entry["seed"] if previous_entry else args.seed,
+        "rechecked": len(chosen) if previous_entry else None,
         "tests": tests,
         "deselected": deselected,
         "source": args.source,
@@ -575,6 +637,13 @@ def run_module(module: str, args: argparse.Namespace, config: dict, equivalents)
         "elapsed_s": round(elapsed, 1),
         "finished": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
+
+
+def _previous_entry(module: str, report_dir: Path) -> dict | None:
+    path = report_dir / "report.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))["modules"].get(short_name(module))
 
 
 def _parser(modules: list[str]) -> argparse.ArgumentParser:
@@ -611,6 +680,12 @@ def _parser(modules: list[str]) -> argparse.ArgumentParser:
         "--deselect-failing",
         action="store_true",
         help="leave out tests that fail unmutated (the report lists them) instead of stopping",
+    )
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="run again only the last report's survivors of each module (after adding tests); "
+        "the other results are kept",
     )
     parser.add_argument(
         "--keep",

@@ -262,3 +262,25 @@ def test_list_prints_each_module_and_its_tests(mutation, capsys):
     assert mutation.main(["--list", "--modules", "masks"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("course_utils/masks.py: tests/") and "test_formulas_masks.py" in out
+
+
+def test_recheck_reruns_only_the_survivors_and_keeps_the_rest(mutation):
+    candidates = _candidates(mutation, 9)
+    old = [
+        mutation.Mutant("m.py", c.line, c.operator, c.occurrence, "a", "b", outcome)
+        for c, outcome in zip(candidates, ["killed"] * 6 + ["survived"] * 2 + ["timeout"])
+    ]
+    entry = {"module": "m.py", "population": 9, **mutation.summarise(old)}
+    chosen = mutation.recheck_candidates(entry, candidates)
+    assert [c.line for c in chosen] == [6, 7]
+    rerun = [
+        mutation.Mutant("m.py", 6, chosen[0].operator, chosen[0].occurrence, "a", "b", "killed")
+    ]
+    merged = mutation.summarise(mutation.merge_recheck(mutation.previous_mutants(entry), rerun))
+    assert merged["counts"]["killed"] == 7 and merged["counts"]["survived"] == 1
+    assert merged["kill_rate"] == pytest.approx(8 / 9)
+    # an entry without per-mutant results is rebuilt from its counts and lists
+    legacy = {k: v for k, v in entry.items() if k != "results"}
+    assert mutation.summarise(mutation.previous_mutants(legacy))["counts"] == entry["counts"]
+    with pytest.raises(SystemExit, match="changed"):
+        mutation.recheck_candidates(entry, candidates[:8])
