@@ -3,7 +3,7 @@
 Without a cache, every new token runs the model on the whole context again, although the
 keys and values of the earlier tokens have not changed (causal attention: a token never
 sees later ones). A KV cache keeps, for every layer, the keys and values of the tokens seen
-so far, shape ``(B, h, T_cached, d_k)``; each step feeds only the newest token, appends its
+so far, shape ``(B, n_kv_heads, T_cached, d_k)``; each step feeds only the newest token, appends its
 key and value, and attends over the cache. Per step the work drops from a pass over T
 tokens to a pass over one token (plus one dot product with each of the T cached keys).
 
@@ -13,6 +13,13 @@ decoder-only models (see e.g. Pope et al. 2022, "Efficiently Scaling Transformer
 
 The cached forward below reuses :class:`course_utils.model.TinyDecoder`'s own modules and
 weights, step by step as its ``forward`` does; nothing is copied or retrained.
+
+**Grouped-query attention.** A :class:`~course_utils.modern_model.ModernDecoder` whose
+attention has ``n_kv_heads < n_heads`` (Ainslie et al. 2023, §2.2) caches only its
+``n_kv_heads`` key and value heads: the cache holds ``2 * n_layers * B * T * n_kv_heads *
+d_k`` numbers (:func:`cache_bytes`), ``n_heads / n_kv_heads`` times fewer than multi-head
+attention; the query heads of a group share their key head at attention time. For the
+course's TinyDecoder ``n_kv_heads = n_heads``.
 
 **Positions.** The newest token's position is the cache length: RoPE rotates its query and
 key by that position (``RotaryEmbedding(x, offset=...)``), and added sinusoidal or learned
@@ -41,11 +48,22 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.attention import merge_heads, split_heads
-from course_utils.checks import as_id_tensor, check_bool, check_instance, check_int, check_tensor
+from course_utils.checks import (
+    as_id_tensor,
+    check_bool,
+    check_instance,
+    check_int,
+    check_tensor,
+)
 from course_utils.embedding import check_token_ids
+from course_utils.gqa import GroupedQueryAttention
 from course_utils.layers import DecoderBlock
 from course_utils.model import TinyDecoder
+from course_utils.modern_model import ModernBlock, ModernDecoder
 from course_utils.sampling import sample_next
+
+#: The models the cache runs: the course's decoder and today's decoder (grouped-query heads).
+DECODERS = (TinyDecoder, ModernDecoder)
 
 
 @dataclass
@@ -53,7 +71,8 @@ class KVCache:
     """Per layer, the keys and values of every token seen so far.
 
     Attributes:
-        keys: one tensor per layer, ``(B, h, T_cached, d_k)``.
+        keys: one tensor per layer, ``(B, h, T_cached, d_k)`` (``h`` = ``n_kv_heads`` with
+            grouped-query attention).
         values: one tensor per layer, ``(B, h, T_cached, d_k)``.
 
     Raises:
@@ -143,8 +162,32 @@ class KVCache:
             )
 
     def nbytes(self) -> int:
-        """Bytes held by all cached tensors: ``2 * n_layers * B * T * d_model * bytes``."""
+        """Bytes held by all cached tensors, measured from the tensors themselves; equal to
+        ``2 * n_layers * B * T * n_kv_heads * d_k * bytes`` (:func:`cache_bytes`)."""
         return sum(t.numel() * t.element_size() for t in self.keys + self.values)
+
+
+def cache_bytes(config, batch: int, length: int, dtype: torch.dtype = torch.float32) -> int:
+    """``2 * n_layers * B * T * n_kv_heads * d_k * bytes``: what a full cache should hold.
+
+    Keys and values (2), for every layer, batch row, cached token, key/value head and
+    channel. ``n_kv_heads`` is the config's (a ModelConfig without it: ``n_heads``).
+
+    Args:
+        config: a :class:`~course_utils.config.ModelConfig` or ModernConfig.
+        batch, length: B and T_cached, ints >= 0.
+        dtype: the cache's float dtype (float32: 4 bytes).
+
+    Raises:
+        TypeError: a size that is not an int, a dtype that is not a float ``torch.dtype``.
+    """
+    batch = check_int(batch, "batch", minimum=0)
+    length = check_int(length, "length", minimum=0)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a float torch.dtype such as torch.float32, got {dtype!r}")
+    n_kv_heads = getattr(config, "n_kv_heads", None) or config.n_heads
+    bytes_per_number = torch.empty(0, dtype=dtype).element_size()
+    return 2 * config.n_layers * batch * length * n_kv_heads * config.d_k * bytes_per_number
 
 
 def _add_positions(model: TinyDecoder, x: torch.Tensor, start: int) -> torch.Tensor:
@@ -164,6 +207,8 @@ def _attention_step(block: DecoderBlock, x: torch.Tensor, cache: KVCache, layer:
     ``start .. start + T_new - 1``. Returns ``(B, T_new, C)``.
     """
     attention = block.attention
+    if isinstance(attention, GroupedQueryAttention):
+        return _grouped_attention_step(attention, x, cache, layer, start)
     q = split_heads(attention.w_q(x), attention.n_heads)  # (B, T_new, C) -> (B, h, T_new, d_k)
     k = split_heads(attention.w_k(x), attention.n_heads)  # (B, T_new, C) -> (B, h, T_new, d_k)
     v = split_heads(attention.w_v(x), attention.n_heads)  # (B, T_new, C) -> (B, h, T_new, d_k)
@@ -182,6 +227,21 @@ def _attention_step(block: DecoderBlock, x: torch.Tensor, cache: KVCache, layer:
     return attention.w_o(merge_heads(out))  # (B, h, T_new, d_k) -> (B, T_new, C)
 
 
+def _grouped_attention_step(
+    attention: GroupedQueryAttention, x: torch.Tensor, cache: KVCache, layer: int, start: int
+) -> torch.Tensor:
+    """:func:`_attention_step` for grouped-query attention: the cache stores the
+    ``n_kv_heads`` key/value heads; the kernel shares each one with its group of queries."""
+    q, k, v = attention.project(x, offset=start)  # (B, h, T_new, d_k), 2 x (B, g, T_new, d_k)
+    k, v = cache.append(layer, k, v)  # (B, g, start + T_new, d_k): only g heads are stored
+    new = q.shape[2]
+    mask = None
+    if new > 1:  # query i sits at position start + i and sees keys 0 .. start + i
+        mask = torch.ones(new, start + new, dtype=torch.bool, device=x.device).tril(start)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    return attention.w_o(merge_heads(out))  # (B, h, T_new, d_k) -> (B, T_new, C)
+
+
 @torch.no_grad()
 def forward_with_cache(model: TinyDecoder, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
     """Run the new tokens ``ids`` through ``model``, reading and extending ``cache``.
@@ -192,7 +252,8 @@ def forward_with_cache(model: TinyDecoder, ids: torch.Tensor, cache: KVCache) ->
     with one token at a time. The model must be in eval mode (no dropout).
 
     Args:
-        model: a :class:`TinyDecoder` (pre-LN blocks).
+        model: a :class:`TinyDecoder` (pre-LN blocks) or a
+            :class:`~course_utils.modern_model.ModernDecoder` (its cache holds n_kv_heads heads).
         ids: ``(B, T_new)`` token ids, the tokens after the cached ones (any integer dtype;
             a numpy array or nested list too); moved to the model's device.
         cache: a :class:`KVCache`, extended in place by ``T_new`` in every layer.
@@ -207,7 +268,7 @@ def forward_with_cache(model: TinyDecoder, ids: torch.Tensor, cache: KVCache) ->
         TypeError: a model that is not a :class:`TinyDecoder` or whose blocks are not pre-LN
             :class:`DecoderBlock`, a cache that is not a :class:`KVCache`, float ids or text.
     """
-    check_instance(model, "model", TinyDecoder, "e.g. load_baby()[0] or TinyDecoder(config)")
+    check_instance(model, "model", DECODERS, "e.g. load_baby()[0] or TinyDecoder(config)")
     check_instance(cache, "cache", KVCache, "start with cache = KVCache(), then pass it back")
     if model.training:
         raise ValueError("call model.eval() first: dropout would make the cache inconsistent")
@@ -221,7 +282,7 @@ def forward_with_cache(model: TinyDecoder, ids: torch.Tensor, cache: KVCache) ->
     if cache.keys and cache.keys[0].shape[0] != ids.shape[0]:
         raise ValueError(f"the cache holds B={cache.keys[0].shape[0]}, ids have B={ids.shape[0]}")
     for block in model.blocks:
-        if type(block) is not DecoderBlock:
+        if type(block) not in (DecoderBlock, ModernBlock):
             raise TypeError(f"expected pre-LN DecoderBlock layers, got {type(block).__name__}")
     x = _add_positions(model, model.token_embedding(ids), start)  # (B, T_new) -> (B, T_new, C)
     for layer, block in enumerate(model.blocks):
@@ -253,7 +314,7 @@ def _check_generate_args(
 ) -> tuple[torch.Tensor, int, int]:
     """Validate the arguments of both generators; return ``(ids, max_new_tokens, crop_to)``
     with ids converted and ``crop_to`` filled in (default block_size // 2)."""
-    check_instance(model, "model", TinyDecoder, "e.g. load_baby()[0] or TinyDecoder(config)")
+    check_instance(model, "model", DECODERS, "e.g. load_baby()[0] or TinyDecoder(config)")
     ids = _as_ids(model, ids, "(B, T0)")
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0)
     block_size = model.config.block_size

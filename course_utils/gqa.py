@@ -1,0 +1,202 @@
+"""Grouped-query attention: fewer key/value heads than query heads (Llama 2/3, Qwen3).
+
+Ainslie et al. (2023), "GQA: Training Generalized Multi-Query Transformer Models from
+Multi-Head Checkpoints", §2.2: the ``n_heads`` query heads are split into ``n_kv_heads``
+groups; the heads of one group share one key head and one value head. ``n_kv_heads =
+n_heads`` is multi-head attention (Vaswani et al. 2017, §3.2.2); ``n_kv_heads = 1`` is
+multi-query attention (Shazeer 2019). The point is the KV cache: it stores ``n_kv_heads``
+heads per layer instead of ``n_heads``, so generation reads ``n_heads / n_kv_heads`` times
+fewer bytes per token (:mod:`course_utils.kv_cache`).
+
+Which key head does query head ``i`` use? Head ``i // group`` with ``group = n_heads /
+n_kv_heads``: consecutive query heads share a key head. Expanding the key heads for an
+ordinary attention therefore repeats each one ``group`` times *in place*
+(``repeat_interleave``), not the whole stack ``group`` times (``repeat``): the wrong one
+pairs query head 1 with key head 1 instead of key head 0 (:func:`expand_kv_heads`).
+
+The module also carries the other attention changes of today's decoders: projections
+without biases (Touvron et al. 2023, §2; Chowdhery et al. 2022, §2 "No biases"), QK-norm
+(an RMSNorm over each head's query and key before RoPE, Qwen3; Dehghani et al. 2023, §3.1),
+RoPE (Su et al. 2021, §3.4), and a head width ``d_k`` that need not be ``d_model /
+n_heads``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils.attention import (
+    causal_mask,
+    check_dropout_p,
+    check_input_dtype,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
+from course_utils.checks import check_bool, check_int, check_tensor
+from course_utils.positional import RotaryEmbedding
+from course_utils.rmsnorm import RMSNorm
+
+
+def expand_kv_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Repeat each of the ``n_kv_heads`` key (or value) heads for the query heads of its group.
+
+    Output head ``i`` is input head ``i // (n_heads / n_kv_heads)`` (``repeat_interleave``
+    on the head axis; Ainslie et al. 2023, §2.2). Same result as ``transformers``'
+    ``repeat_kv``.
+
+    Shapes: ``(B, n_kv_heads, T, d_k)`` -> ``(B, n_heads, T, d_k)``.
+
+    Raises:
+        TypeError: ``x`` not a tensor, ``n_heads`` not an int.
+        ValueError: ``x`` not 4-D, or ``n_heads`` not a multiple of ``n_kv_heads``.
+    """
+    check_tensor(x, "x", "(B, n_kv_heads, T, d_k)")
+    if x.ndim != 4:
+        raise ValueError(f"expected x of shape (B, n_kv_heads, T, d_k), got {tuple(x.shape)}")
+    n_heads = check_int(n_heads, "n_heads", minimum=1)
+    n_kv_heads = x.shape[1]
+    if n_heads % n_kv_heads:
+        raise ValueError(
+            f"n_heads={n_heads} must be a multiple of n_kv_heads={n_kv_heads} (x.shape[1]): "
+            "each key/value head serves a whole group of query heads"
+        )
+    # (B, g, T, d_k) -> (B, g * group, T, d_k): k0 k0 k1 k1, not k0 k1 k0 k1
+    return x.repeat_interleave(n_heads // n_kv_heads, dim=1)
+
+
+class GroupedQueryAttention(nn.Module):
+    """Causal self-attention with ``n_kv_heads`` key/value heads shared by ``n_heads`` queries.
+
+    Two paths compute the same function (tested against each other and, with copied
+    weights, against ``transformers``' Llama and Qwen3 attention):
+
+    * the teaching path (``need_weights=True``): :func:`expand_kv_heads` then the course's
+      explicit :func:`~course_utils.attention.scaled_dot_product_attention`; the weights
+      ``(B, h, T, T)`` are kept in ``self.attention_weights``;
+    * the fast path (default): ``F.scaled_dot_product_attention(..., enable_gqa=True)``,
+      which shares the key heads without copying them.
+
+    Args:
+        d_model: C.
+        n_heads: h, query heads.
+        n_kv_heads: key/value heads, dividing ``n_heads`` (None: ``n_heads``, i.e. MHA).
+        d_k: head width (None: ``d_model // n_heads``).
+        bias: biases in the four projections (GPT-2: yes; Llama, Qwen3: no).
+        qk_norm: RMSNorm over each query and key head before RoPE (Qwen3).
+        rotary_max_len: rotate q and k with RoPE for sequences up to this length (None: no
+            RoPE, e.g. GPT-2's added positions).
+        rope_base: RoPE's base (Su et al. 2021: 10000; Qwen3: 1000000).
+        norm_eps: eps of the QK-norm.
+        dropout: dropout on the attention weights and on the output (training only).
+
+    Shapes: x ``(B, T, C)`` -> q ``(B, h, T, d_k)``, k and v ``(B, n_kv_heads, T, d_k)`` ->
+    ``(B, T, C)``.
+
+    Raises:
+        TypeError: a size that is not an int, a flag that is not a bool; x not a float tensor
+            of the weights' dtype.
+        ValueError: a size below 1, ``n_heads`` not a multiple of ``n_kv_heads``, odd ``d_k``
+            with RoPE, dropout outside ``[0, 1)``; x not ``(B, T, d_model)``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int | None = None,
+        d_k: int | None = None,
+        *,
+        bias: bool = False,
+        qk_norm: bool = False,
+        rotary_max_len: int | None = None,
+        rope_base: float = 10000.0,
+        norm_eps: float = 1e-6,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        d_model, n_heads = check_int(d_model, "d_model", minimum=1), check_int(n_heads, "n_heads")
+        n_kv_heads = n_heads if n_kv_heads is None else check_int(n_kv_heads, "n_kv_heads")
+        if n_heads < 1 or n_kv_heads < 1 or n_heads % n_kv_heads:
+            divisors = [g for g in range(1, max(n_heads, 1) + 1) if n_heads % g == 0]
+            raise ValueError(
+                f"n_kv_heads={n_kv_heads} must divide n_heads={n_heads} (both >= 1): each "
+                f"key/value head serves a group of query heads; valid n_kv_heads: {divisors}"
+            )
+        if d_k is None and d_model % n_heads:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by n_heads={n_heads}; pass d_k explicitly"
+            )
+        d_k = d_model // n_heads if d_k is None else check_int(d_k, "d_k", minimum=1)
+        bias, qk_norm = check_bool(bias, "bias"), check_bool(qk_norm, "qk_norm")
+        self.d_model, self.n_heads, self.n_kv_heads, self.d_k = d_model, n_heads, n_kv_heads, d_k
+        self.dropout = check_dropout_p(dropout, "dropout")
+        self.w_q = nn.Linear(d_model, n_heads * d_k, bias=bias)
+        self.w_k = nn.Linear(d_model, n_kv_heads * d_k, bias=bias)  # fewer heads: smaller
+        self.w_v = nn.Linear(d_model, n_kv_heads * d_k, bias=bias)
+        self.w_o = nn.Linear(n_heads * d_k, d_model, bias=bias)
+        self.q_norm = RMSNorm(d_k, norm_eps) if qk_norm else None
+        self.k_norm = RMSNorm(d_k, norm_eps) if qk_norm else None
+        self.rotary = None
+        if rotary_max_len is not None:
+            self.rotary = RotaryEmbedding(d_k, rotary_max_len, base=rope_base)
+        self.output_dropout = nn.Dropout(self.dropout)
+        self.attention_weights: torch.Tensor | None = None
+
+    def project(self, x: torch.Tensor, offset: int = 0):
+        """Queries, keys and values, normed (QK-norm) and rotated (RoPE) as attention uses them.
+
+        Args:
+            x: ``(B, T, C)``, already normalised by the block.
+            offset: the position of the first token (the KV cache's length).
+
+        Returns:
+            ``(q, k, v)``: ``(B, h, T, d_k)``, ``(B, n_kv_heads, T, d_k)`` twice.
+        """
+        check_tensor(x, "x", f"float (B, T, d_model={self.d_model})")
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"expected x of shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
+            )
+        check_input_dtype(x, self.w_q.weight)
+        q = split_heads(self.w_q(x), self.n_heads)  # (B, T, h*d_k) -> (B, h, T, d_k)
+        k = split_heads(self.w_k(x), self.n_kv_heads)  # (B, T, g*d_k) -> (B, g, T, d_k)
+        v = split_heads(self.w_v(x), self.n_kv_heads)  # (B, T, g*d_k) -> (B, g, T, d_k)
+        if self.q_norm is not None:  # each head's vector on its own, before the rotation
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.rotary is not None:
+            q, k = self.rotary(q, offset=offset), self.rotary(k, offset=offset)
+        return q, k, v
+
+    def forward(self, x: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
+        """Causal self-attention ``(B, T, C)`` -> ``(B, T, C)``.
+
+        Args:
+            x: float ``(B, T, d_model)``.
+            need_weights: the teaching path; keep ``self.attention_weights`` ``(B, h, T, T)``.
+
+        Raises:
+            TypeError, ValueError: see the class.
+        """
+        need_weights = check_bool(need_weights, "need_weights")
+        q, k, v = self.project(x)
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights:
+            k = expand_kv_heads(k, self.n_heads)  # (B, g, T, d_k) -> (B, h, T, d_k)
+            v = expand_kv_heads(v, self.n_heads)  # (B, g, T, d_k) -> (B, h, T, d_k)
+            mask = causal_mask(x.shape[1], x.device)  # (T, T), True = may attend
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+            self.attention_weights = weights.detach()
+        else:  # the kernel shares each key head with its group: no copy
+            out = F.scaled_dot_product_attention(
+                q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=True
+            )
+        return self.output_dropout(self.w_o(merge_heads(out)))  # (B, h, T, d_k) -> (B, T, C)
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_model={self.d_model}, n_heads={self.n_heads}, n_kv_heads={self.n_kv_heads}, "
+            f"d_k={self.d_k}"
+        )
