@@ -231,3 +231,53 @@ def test_join_documents_reports_an_exception_without_raising(capsys):
 
     assert check_join_documents(naive) is False
     assert "raised ValueError" in _verdict(capsys)
+
+
+# --- correct alternatives: each checker accepts more than one right answer ---
+
+
+def merge_pair_skip_flag(ids, pair, new_id):
+    merged, skip = [], False
+    for current, following in zip(ids, list(ids[1:]) + [None]):
+        if skip:
+            skip = False
+        elif (current, following) == pair:
+            merged.append(new_id)
+            skip = True
+        else:
+            merged.append(current)
+    return merged
+
+
+def merge_pair_recursive(ids, pair, new_id):
+    if len(ids) < 2:
+        return list(ids)
+    if (ids[0], ids[1]) == pair:
+        return [new_id] + merge_pair_recursive(ids[2:], pair, new_id)
+    return [ids[0]] + merge_pair_recursive(ids[1:], pair, new_id)
+
+
+@pytest.mark.parametrize("right", [merge_pair_skip_flag, merge_pair_recursive])
+def test_merge_pair_accepts_other_right_answers(capsys, right):
+    assert check_merge_pair(right) is True, _verdict(capsys)
+
+
+def join_comprehension_with_single_token(encoding, documents):
+    end = encoding.encode_single_token("<|endoftext|>")
+    return [i for d in documents for i in [*encoding.encode_ordinary(d), end]]
+
+
+def join_encode_with_special_disallowed_off(encoding, documents):
+    # disallowed_special=() reads "<|endoftext|>" inside a document as ordinary text
+    ids = []
+    for document in documents:
+        ids.extend(encoding.encode(document, disallowed_special=()))
+        ids.append(encoding.eot_token)
+    return ids
+
+
+@pytest.mark.parametrize(
+    "right", [join_comprehension_with_single_token, join_encode_with_special_disallowed_off]
+)
+def test_join_documents_accepts_other_right_answers(capsys, right):
+    assert check_join_documents(right) is True, _verdict(capsys)

@@ -41,13 +41,19 @@ def test_split_heads_accepts_view_then_transpose(capsys):
         True,
         "✅ split_heads: correct\n",
     )
+    assert verdict(
+        check_split_heads, lambda x, h: x.unflatten(-1, (h, -1)).transpose(1, 2), capsys
+    )[0]
+    assert verdict(
+        check_split_heads, lambda x, h: x.reshape(*x.shape[:2], h, -1).permute(0, 2, 1, 3), capsys
+    )[0]
 
 
 @pytest.mark.parametrize(
     ("wrong", "message"),
     [
         (lambda x, h: x.view(x.shape[0], h, x.shape[1], -1), "equals x.view(B, h, T, d_k)"),
-        (lambda x, h: x.view(x.shape[0], x.shape[1], h, -1), "has shape (2, 6, 3, 8)"),
+        (lambda x, h: x.view(x.shape[0], x.shape[1], h, -1), "(B, T, h, d_k): the heads are"),
         (lambda x, h: x.reshape(x.shape[0], h, -1, x.shape[1]).transpose(-2, -1), "differs"),
         (not_implemented, "not implemented yet"),
     ],
@@ -155,6 +161,12 @@ def test_scaled_scores_accepts_eq_1(capsys):
         return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
 
     assert verdict(check_scaled_scores, right, capsys) == (True, "✅ scaled_scores: correct\n")
+    assert verdict(check_scaled_scores, lambda q, k: q @ k.mT * q.shape[-1] ** -0.5, capsys)[0]
+    assert verdict(
+        check_scaled_scores,
+        lambda q, k: torch.einsum("...td,...sd->...ts", q / q.size(-1) ** 0.5, k),
+        capsys,
+    )[0]
 
 
 @pytest.mark.parametrize(
@@ -163,7 +175,8 @@ def test_scaled_scores_accepts_eq_1(capsys):
         (lambda q, k: q @ k.transpose(-2, -1), "without the 1/sqrt(d_k) scale"),
         (lambda q, k: q @ k.transpose(-2, -1) / q.shape[-1], "divides by d_k = 8"),
         (lambda q, k: q.transpose(-2, -1) @ k / 8**0.5, "raised RuntimeError"),
-        (lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(q.shape[-2]), "differs by up to"),
+        (lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(q.shape[-2]), "sqrt(T_q) = sqrt(6)"),
+        (lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(k.shape[-2]), "sqrt(T_k) = sqrt(5)"),
     ],
 )
 def test_scaled_scores_rejects(wrong, message, capsys):
@@ -179,16 +192,28 @@ def test_softmax_jacobian_accepts_the_closed_form(capsys):
 
 
 @pytest.mark.parametrize(
-    "wrong",
+    ("wrong", "message"),
     [
-        torch.diag,  # the i != j terms forgotten
-        lambda p: torch.outer(p, p) - torch.diag(p),  # sign flipped
-        lambda p: torch.eye(len(p)) - torch.outer(p, p),  # delta_ij instead of p_i delta_ij
+        (torch.diag, "the off-diagonal terms are missing"),
+        (lambda p: torch.outer(p, p) - torch.diag(p), "the sign is flipped"),
+        (lambda p: torch.eye(len(p)) - torch.outer(p, p), "not I - p p^T"),
     ],
 )
-def test_softmax_jacobian_rejects(wrong, capsys):
+def test_softmax_jacobian_rejects(wrong, message, capsys):
     result, out = verdict(check_softmax_jacobian, wrong, capsys)
     assert result is False and "softmax_jacobian(p of length 5) differs by up to" in out
+    assert message in out, out
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        lambda p: p[:, None] * (torch.eye(len(p)) - p[None, :]),  # p_i (delta_ij - p_j)
+        lambda p: torch.autograd.functional.jacobian(lambda s: torch.softmax(s, -1), p.log()),
+    ],
+)
+def test_softmax_jacobian_accepts_other_forms(right, capsys):
+    assert verdict(check_softmax_jacobian, right, capsys)[0] is True
 
 
 # --- notebook 06 ------------------------------------------------------------------------------
@@ -199,6 +224,18 @@ def test_causal_mask_accepts_the_lower_triangle(capsys):
         return torch.ones(size, size, dtype=torch.bool).tril()
 
     assert verdict(check_causal_mask, right, capsys) == (True, "✅ causal_mask: correct\n")
+    # the same mask from a comparison of positions, and from tril_indices
+    assert verdict(
+        check_causal_mask, lambda n: torch.arange(n)[:, None] >= torch.arange(n), capsys
+    )[0]
+
+    def from_indices(size):
+        mask = torch.zeros(size, size, dtype=torch.bool)
+        rows, cols = torch.tril_indices(size, size)
+        mask[rows, cols] = True
+        return mask
+
+    assert verdict(check_causal_mask, from_indices, capsys)[0]
 
 
 @pytest.mark.parametrize(
@@ -223,6 +260,14 @@ def test_padding_mask_accepts_b11t(capsys):
 
     assert verdict(check_padding_mask, right, capsys)[0] is True
 
+    def by_rows(lengths, size):
+        mask = torch.zeros(len(lengths), 1, 1, size, dtype=torch.bool)
+        for b, length in enumerate(lengths):
+            mask[b, ..., :length] = True
+        return mask
+
+    assert verdict(check_padding_mask, by_rows, capsys)[0] is True
+
 
 @pytest.mark.parametrize(
     ("wrong", "message"),
@@ -230,7 +275,7 @@ def test_padding_mask_accepts_b11t(capsys):
         (lambda lengths, n: torch.arange(n) < torch.tensor(lengths)[:, None], "(B, 1, 1, T)"),
         (
             lambda lengths, n: (torch.arange(n) <= torch.tensor(lengths)[:, None])[:, None, None],
-            "first at index (1, 0, 0, 4)",
+            "the first padding key stays visible",
         ),
         # nn.MultiheadAttention's key_padding_mask convention, True = padding: named
         (

@@ -134,14 +134,36 @@ def test_attention_output_rejects_typical_mistakes(capsys):
     def output_only(q, k, v):
         return attention(q, k, v)[0]
 
+    def divided_by_d_k(q, k, v):
+        weights = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], dim=-1)
+        return weights @ v, weights
+
     assert check_attention_output(no_scale) is False
-    assert "weights differs by up to" in capsys.readouterr().out
+    assert "not divided by sqrt(d_k)" in capsys.readouterr().out
     assert check_attention_output(query_axis) is False
-    assert "weights differs by up to" in capsys.readouterr().out
+    assert "the softmax runs over the queries (dim=-2)" in capsys.readouterr().out
+    assert check_attention_output(divided_by_d_k) is False
+    assert "divided by d_k; divide by sqrt(d_k)" in capsys.readouterr().out
     assert check_attention_output(wrong_order) is False
-    assert "raised RuntimeError" in capsys.readouterr().out
+    assert "the weights come first" in capsys.readouterr().out
     assert check_attention_output(output_only) is False
     assert "should return a tuple (output, weights)" in capsys.readouterr().out
+
+
+def test_attention_output_accepts_other_right_answers(capsys):
+    def by_einsum(q, k, v):
+        scores = torch.einsum("...qd,...kd->...qk", q, k) * q.shape[-1] ** -0.5
+        weights = scores.softmax(dim=-1)
+        return torch.einsum("...qk,...kd->...qd", weights, v), weights
+
+    def stable_by_hand(q, k, v):
+        scores = q @ k.mT / math.sqrt(q.size(-1))
+        e = (scores - scores.amax(-1, keepdim=True)).exp()
+        weights = e / e.sum(-1, keepdim=True)
+        return torch.matmul(weights, v), weights
+
+    assert check_attention_output(by_einsum) is True
+    assert check_attention_output(stable_by_hand) is True, capsys.readouterr().out
 
 
 # --- notebook 08 -------------------------------------------------------------------------
@@ -168,9 +190,10 @@ def test_merge_heads_rejects_typical_mistakes(capsys):
         return x.transpose(1, 2).view(batch, time, heads * head_dim)
 
     assert check_merge_heads(view_without_transpose) is False
-    assert "merge_heads(x) differs by up to" in capsys.readouterr().out
+    assert "without moving the heads" in capsys.readouterr().out
     assert check_merge_heads(view_without_contiguous) is False
-    assert "raised RuntimeError: view size is not compatible" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "view size is not compatible" in out and "call .contiguous()" in out
     assert check_merge_heads(lambda x: x.transpose(1, 2)) is False
     assert "shape (2, 5, 3, 4), expected (2, 5, 12)" in capsys.readouterr().out
 
@@ -211,8 +234,30 @@ def test_multi_head_attention_rejects_typical_mistakes(capsys):
 
         return multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, causal, merge_fn=plain_view)
 
-    for wrong in (untransposed_weights, no_w_o, merge_by_plain_view):
+    for wrong, reason in (
+        (untransposed_weights, "the paper's layout"),
+        (no_w_o, "W_o is missing"),
+        (merge_by_plain_view, "merged by a view without the transpose"),
+    ):
         assert check_multi_head_attention(wrong) is False
-        assert "output with causal=False differs by up to" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "output with causal=False differs by up to" in out and reason in out, out
     assert check_multi_head_attention(ignores_causal) is False
-    assert "output with causal=True differs by up to" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "output with causal=True differs by up to" in out and "causal mask is ignored" in out
+
+
+def test_multi_head_attention_accepts_the_course_s_module_with_copied_weights(capsys):
+    from course_utils.attention import MultiHeadAttention
+
+    def with_module(x, w_q, w_k, w_v, w_o, n_heads, causal=False):
+        module = MultiHeadAttention(x.shape[-1], n_heads, bias=False)
+        with torch.no_grad():
+            for linear, weight in zip(
+                (module.w_q, module.w_k, module.w_v, module.w_o), (w_q, w_k, w_v, w_o)
+            ):
+                linear.weight.copy_(weight)
+        mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).tril() if causal else None
+        return module(x, mask=mask)
+
+    assert check_multi_head_attention(with_module) is True, capsys.readouterr().out

@@ -36,6 +36,14 @@ def test_check_layer_norm_accepts_the_biased_variance_with_eps_inside(capsys):
 
     assert verdict(check_layer_norm, layer_norm, capsys) == (True, "✅ layer_norm: correct\n")
 
+    def with_rsqrt(x, weight, bias, eps):
+        variance, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
+        return torch.addcmul(bias, (x - mean) * torch.rsqrt(variance + eps), weight)
+
+    assert verdict(check_layer_norm, with_rsqrt, capsys)[0]
+    functional = lambda x, weight, bias, eps: F.layer_norm(x, x.shape[-1:], weight, bias, eps)  # noqa: E731
+    assert verdict(check_layer_norm, functional, capsys)[0]
+
 
 def test_check_layer_norm_names_the_classic_mistakes(capsys):
     def unbiased(x, weight, bias, eps):
@@ -70,6 +78,12 @@ def test_check_layer_norm_names_the_classic_mistakes(capsys):
 
 def test_check_pre_ln_residual(capsys):
     assert verdict(check_pre_ln_residual, lambda x, norm, f: x + f(norm(x)), capsys)[0]
+
+    def in_two_steps(x, norm, f):
+        update = f(norm(x))
+        return update.add(x)
+
+    assert verdict(check_pre_ln_residual, in_two_steps, capsys)[0]
     ok, out = verdict(check_pre_ln_residual, lambda x, norm, f: norm(x + f(x)), capsys)
     assert not ok and "post-LN" in out
     ok, out = verdict(check_pre_ln_residual, lambda x, norm, f: f(norm(x)), capsys)
@@ -97,7 +111,12 @@ def test_check_feed_forward(capsys):
     ok, out = verdict(
         check_feed_forward, lambda x, w1, b1, w2, b2: F.gelu(x @ w1 + b1) @ w2 + b2, capsys
     )
-    assert not ok and "raised RuntimeError" in out, "weights used without the transpose"
+    assert not ok and "raised RuntimeError" in out and "use x @ w1.T" in out, out
+
+    def with_linear(x, w1, b1, w2, b2):
+        return F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
+
+    assert verdict(check_feed_forward, with_linear, capsys)[0]
 
 
 def test_check_ffn_parameter_count(capsys):
@@ -109,6 +128,12 @@ def test_check_ffn_parameter_count(capsys):
     assert not ok and "first layer's bias has d_ff entries" in out
     ok, out = verdict(check_ffn_parameter_count, lambda d, f: torch.tensor(right(d, f)), capsys)
     assert not ok and "should return an int, got Tensor" in out
+
+    def from_modules(d_model, d_ff):
+        layers = (torch.nn.Linear(d_model, d_ff), torch.nn.Linear(d_ff, d_model))
+        return sum(p.numel() for layer in layers for p in layer.parameters())
+
+    assert verdict(check_ffn_parameter_count, from_modules, capsys)[0]
 
 
 # --- 11 ---------------------------------------------------------------------------------
@@ -124,6 +149,18 @@ def test_check_top_k_filter(capsys):
         True,
         "✅ top_k_filter: correct\n",
     )
+
+    def exactly_k(logits, k):  # keeps exactly k of tied logits: also right
+        keep = torch.zeros_like(logits, dtype=torch.bool)
+        keep.scatter_(-1, torch.topk(logits, k, dim=-1).indices, True)
+        return logits.masked_fill(~keep, float("-inf"))
+
+    def by_sorting(logits, k):
+        kth = logits.sort(dim=-1, descending=True).values[..., k - 1 : k]
+        return torch.where(logits >= kth, logits, torch.tensor(float("-inf")))
+
+    assert verdict(check_top_k_filter, exactly_k, capsys)[0]
+    assert verdict(check_top_k_filter, by_sorting, capsys)[0]
 
     def zeros(logits, k):
         kth = torch.topk(logits, k, dim=-1).values[..., -1:]
@@ -158,6 +195,8 @@ def test_check_top_k_filter(capsys):
 def test_check_greedy_next_token(capsys):
     right = lambda logits: logits[:, -1, :].argmax(dim=-1, keepdim=True)  # noqa: E731
     assert verdict(check_greedy_next_token, right, capsys)[0]
+    by_max = lambda logits: logits[:, -1].max(dim=-1).indices.unsqueeze(1)  # noqa: E731
+    assert verdict(check_greedy_next_token, by_max, capsys)[0]
     ok, out = verdict(check_greedy_next_token, lambda logits: logits[:, -1].argmax(-1), capsys)
     assert not ok and "shape (2,), expected (2, 1)" in out and "keepdim=True" in out
     first = lambda logits: logits[:, 0, :].argmax(dim=-1, keepdim=True)  # noqa: E731

@@ -180,3 +180,25 @@ def test_masks_built_row_by_row_pass(capsys):
 
     assert check_encoder_decoder_masks(by_loops)
     assert "✅" in capsys.readouterr().out
+
+
+def test_cross_attention_accepts_other_right_answers(capsys):
+    def by_einsum(x, memory, w_q, w_k, w_v, n_heads, memory_mask):
+        q = split_heads(w_q(x), n_heads)  # (B, T_tgt, C) -> (B, h, T_tgt, d_k)
+        k = split_heads(w_k(memory), n_heads)  # (B, T_src, C) -> (B, h, T_src, d_k)
+        v = split_heads(w_v(memory), n_heads)
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
+        hidden = ~memory_mask[:, None, None, :]  # (B, 1, 1, T_src)
+        weights = scores.masked_fill(hidden, torch.finfo(scores.dtype).min).softmax(dim=-1)
+        return merge_heads(torch.einsum("bhqk,bhkd->bhqd", weights, v)), weights
+
+    def with_sdpa_output(x, memory, w_q, w_k, w_v, n_heads, memory_mask):
+        _, weights = _cross(x, memory, w_q, w_k, w_v, n_heads, memory_mask)
+        q, k, v = (split_heads(w(t), n_heads) for w, t in ((w_q, x), (w_k, memory), (w_v, memory)))
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=memory_mask[:, None, None, :]
+        )
+        return merge_heads(out), weights
+
+    assert check_cross_attention(by_einsum)
+    assert check_cross_attention(with_sdpa_output), capsys.readouterr().out

@@ -33,6 +33,11 @@ def check_split_heads(split_heads: Callable) -> bool:
                         f"{name} equals x.view(B, h, T, d_k): that mixes positions and "
                         "channels; view as (B, T, h, d_k) first, then swap the T and h axes"
                     )
+            if isinstance(answer, torch.Tensor) and answer.shape == (batch, time, heads, d_k):
+                return (
+                    f"{name} has shape {tuple(answer.shape)}, (B, T, h, d_k): the heads are "
+                    "split but not moved; transpose(1, 2) to get (B, h, T, d_k)"
+                )
             problem = compare(answer, expected, name)
             if problem:
                 return problem

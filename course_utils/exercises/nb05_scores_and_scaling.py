@@ -30,6 +30,12 @@ def check_scaled_scores(scaled_scores: Callable) -> bool:
                     return f"{name} is q @ k^T without the 1/sqrt(d_k) scale"
                 if torch.allclose(answer, raw / d_k, atol=1e-5):
                     return f"{name} divides by d_k = {d_k}; divide by sqrt(d_k) = {d_k**0.5:g}"
+                for axis, size in (("T_q", q.shape[-2]), ("T_k", k.shape[-2])):
+                    if torch.allclose(answer, raw / size**0.5, atol=1e-5):
+                        return (
+                            f"{name} divides by sqrt({axis}) = sqrt({size}); d_k is the last "
+                            f"axis of q and k, q.shape[-1] = {d_k}"
+                        )
             problem = compare(answer, raw / d_k**0.5, name)
             if problem:
                 return problem
@@ -55,7 +61,27 @@ def check_softmax_jacobian(softmax_jacobian: Callable) -> bool:
             answer = softmax_jacobian(p.clone())
             problem = compare(answer, expected, f"softmax_jacobian(p of length {len(p)})")
             if problem:
-                return problem
+                return problem + _jacobian_hint(answer, p)
         return None
 
     return run_check("softmax_jacobian", attempt)
+
+
+def _jacobian_hint(answer, p: torch.Tensor) -> str:
+    """A hint that names the mistake, when ``answer`` matches a known wrong Jacobian."""
+    if not isinstance(answer, torch.Tensor) or answer.shape != (len(p), len(p)):
+        return ""
+    mistakes = {
+        "; the off-diagonal terms are missing: for i != j, d p_i / d s_j = -p_i p_j": torch.diag(p),
+        "; the sign is flipped: J = diag(p) - p p^T (p_i grows with its own score)": (
+            torch.outer(p, p) - torch.diag(p)
+        ),
+        "; the diagonal is p_i (1 - p_i): the Kronecker delta is multiplied by p_i, "
+        "J = diag(p) - p p^T, not I - p p^T": torch.eye(len(p)) - torch.outer(p, p),
+    }
+    for hint, wrong in mistakes.items():
+        if wrong is not None and torch.allclose(
+            answer.detach().double(), wrong.double(), atol=1e-6
+        ):
+            return hint
+    return ""

@@ -65,6 +65,14 @@ def check_padding_mask(padding_mask: Callable) -> bool:
                 flat = flat.bool() if flat.dtype != torch.bool else flat
                 if torch.equal(flat, ~expected):
                     return f"{name} is True at the padding: {_INVERTED}"
+            shifted = (torch.arange(size)[None, :] <= torch.tensor(lengths)[:, None])[
+                :, None, None, :
+            ]
+            if isinstance(answer, torch.Tensor) and torch.equal(answer, shifted):
+                return (
+                    f"{name} is True at j <= length: the first padding key stays visible; "
+                    "positions count from 0, so the real tokens are j < length"
+                )
             if isinstance(answer, torch.Tensor) and answer.shape == expected.shape[::3]:
                 return (
                     f"{name} has shape {tuple(answer.shape)} (B, T); add two singleton axes "

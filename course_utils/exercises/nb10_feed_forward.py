@@ -33,7 +33,19 @@ def check_feed_forward(feed_forward: Callable) -> bool:
     def attempt() -> str | None:
         functional = torch.nn.functional
         for x, w1, b1, w2, b2 in cases:
-            answer = feed_forward(x.clone(), w1.clone(), b1.clone(), w2.clone(), b2.clone())
+            try:
+                answer = feed_forward(x.clone(), w1.clone(), b1.clone(), w2.clone(), b2.clone())
+            except RuntimeError as error:
+                try:
+                    x @ w1  # the paper's x @ W1 on nn.Linear's (d_ff, C) weight
+                except RuntimeError as same:
+                    if str(same) == str(error):
+                        return (
+                            f"raised RuntimeError: {error}. w1 is ({w1.shape[0]}, "
+                            f"{w1.shape[1]}) = (d_ff, C), nn.Linear's layout: use x @ w1.T "
+                            "(and h @ w2.T)"
+                        )
+                raise
             hidden = functional.linear(x, w1, b1)  # (..., C) -> (..., d_ff)
             expected = functional.linear(functional.gelu(hidden), w2, b2)  # -> (..., C)
             problem = compare(answer, expected, name=f"feed_forward(x of shape {tuple(x.shape)})")

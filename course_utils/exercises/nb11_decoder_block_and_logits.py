@@ -13,16 +13,23 @@ def check_top_k_filter(top_k_filter: Callable) -> bool:
     """Check ``top_k_filter(logits, k)``: keep the k largest logits of each row (last axis),
     set the rest to ``-inf``.
 
-    Tried on ``(4, 10)`` logits with k = 3, ``(2, 3, 10)`` with k = 1 and ``(2, 10)`` with
-    k = 10 (nothing removed). Says when removed entries are 0 instead of ``-inf``, when a row
-    keeps the wrong number of entries, when removed entries get a large finite negative number
-    (such as -1e9) instead of ``-inf``, and when the answer is already probabilities.
+    Tried on ``(4, 10)`` logits with k = 3, ``(2, 3, 10)`` with k = 1, ``(2, 10)`` with
+    k = 10 (nothing removed) and a tie at the k-th largest (keeping every tied logit and
+    keeping exactly k are both accepted). Says when removed entries are 0 instead of
+    ``-inf``, when a row keeps the wrong number of entries, when removed entries get a large
+    finite negative number (such as -1e9) instead of ``-inf``, and when the answer is already
+    probabilities.
     """
     generator = torch.Generator().manual_seed(12)
+    # The last case ties the 2nd and 3rd largest logits of row 0 at k = 2: keeping every tied
+    # logit (logits >= the k-th largest, the course's top_k_filter) and keeping exactly k of
+    # them (torch.topk's indices) are both accepted.
+    tied = torch.tensor([[2.0, 0.5, 1.0, 1.0, -1.0], [0.0, 3.0, -2.0, 1.5, 0.5]])
     cases = [
         (torch.randn(4, 10, generator=generator) * 2.0, 3),
         (torch.randn(2, 3, 10, generator=generator) * 2.0, 1),
         (torch.randn(2, 10, generator=generator) * 2.0, 10),
+        (tied, 2),
     ]
 
     def attempt() -> str | None:
@@ -51,12 +58,16 @@ def check_top_k_filter(top_k_filter: Callable) -> bool:
                     "use -inf, which gives probability exactly 0 whatever the other logits are "
                     "(a finite value gives 0 only while the kept logits are far above it)"
                 )
-            kept = (answer != float("-inf")).sum(-1)
-            if (kept != k).any():
-                return f"{name} keeps {kept.flatten().tolist()} entries per row, expected k={k}"
-            problem = compare(answer == float("-inf"), remove, name=f"{name}'s -inf mask")
-            if problem is not None:
-                return problem + " (keep the k largest, not the k smallest)"
+            dropped = answer == float("-inf")
+            kept = (~dropped).sum(-1)
+            only_allowed = not (remove & ~dropped).any()  # nothing below the k-th is kept
+            right = torch.equal(dropped, remove) or (only_allowed and bool((kept == k).all()))
+            if not right:
+                if only_allowed or (kept != k).any():
+                    return f"{name} keeps {kept.flatten().tolist()} entries per row, expected k={k}"
+                problem = compare(dropped, remove, name=f"{name}'s -inf mask")
+                return f"{problem} (keep the k largest, not the k smallest)"
+            remove = dropped  # for the tie case: compare the logits the answer kept
             problem = compare(answer.masked_fill(remove, 0.0), expected.masked_fill(remove, 0.0))
             if problem is not None:
                 return f"the kept logits of {name} changed: {problem}"
