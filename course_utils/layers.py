@@ -78,8 +78,7 @@ class FeedForward(nn.Module):
         d_model: C.
         d_ff: hidden width, 4 * C in the paper (2048 for C = 512).
         dropout: dropout on the output (training only).
-        activation: ``"gelu"`` (GPT), ``"relu"`` (the paper) or ``"gelu_tanh"`` (GPT-2's
-            tanh approximation of GELU, needed to run GPT-2's own weights exactly).
+        activation: ``"gelu"`` (GPT) or ``"relu"`` (the paper).
 
     Shapes: ``(B, T, C)`` -> ``(B, T, d_ff)`` -> ``(B, T, C)``.
 
@@ -96,11 +95,7 @@ class FeedForward(nn.Module):
         d_model = check_int(d_model, "d_model", minimum=1)
         d_ff = check_int(d_ff, "d_ff", minimum=1, why="the hidden width, 4 * d_model in the paper")
         dropout = check_dropout_p(dropout, "dropout")
-        activations = {
-            "gelu": nn.GELU,
-            "relu": nn.ReLU,
-            "gelu_tanh": lambda: nn.GELU(approximate="tanh"),  # GPT-2's approximation
-        }
+        activations = {"gelu": nn.GELU, "relu": nn.ReLU}
         if not isinstance(activation, str):  # a list, an nn.GELU() module: TypeError
             check_choice(activation, "activation", tuple(activations))
         if activation not in activations:

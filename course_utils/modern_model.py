@@ -141,9 +141,9 @@ class ModernBlock(nn.Module):
                 config.d_model, config.d_ff, bias=config.bias, dropout=config.dropout
             )
         else:  # GPT-2's MLP: always with biases
-            self.feed_forward = FeedForward(
-                config.d_model, config.d_ff, config.dropout, activation=config.feed_forward
-            )
+            self.feed_forward = FeedForward(config.d_model, config.d_ff, config.dropout)
+            if config.feed_forward == "gelu_tanh":  # GPT-2's tanh approximation of GELU
+                self.feed_forward.activation = nn.GELU(approximate="tanh")
 
     def forward(self, x: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
         x = x + self.attention(self.ln_1(x), need_weights=need_weights)
