@@ -200,7 +200,8 @@ _BABY_TRAIN = dict(
 PRESETS: dict[str, dict[str, dict]] = {
     # The well-known CPU "baby GPT" settings.
     "baby": {"model": _BABY_MODEL, "train": _BABY_TRAIN},
-    # Notebook 12 on a 2-core CPU: the baby model, trained for 1200 steps (under a minute).
+    # Notebook 12 on a CPU: the baby model, trained for 1200 steps (how long that takes, on
+    # which CPU and under which load: assets/runs/cpu-cpu.json, written by `make rerecord`).
     "cpu": {
         "model": _BABY_MODEL,
         "train": {**_BABY_TRAIN, "max_iters": 1200, "eval_interval": 300},

@@ -110,14 +110,23 @@ def t4_estimate_minutes(run: dict, mfu: float | None = None, precision: str = "f
     return (training + evaluating) / (T4_PEAK_FLOPS[precision] * mfu) / 60
 
 
-def plot_run_beside(run: dict, history=None, bar: float | None = None, title: str | None = None):
-    """A record's loss curve (left) beside a live :class:`History` (right), same loss axis.
+def plot_run_beside(
+    run: dict,
+    history=None,
+    bar: float | None = None,
+    title: str | None = None,
+    unit: str = "token",
+):
+    """A record's loss curve (left) beside a live :class:`History` (right), same loss axis:
+    side by side, so neither curve hides the other even where they coincide. Validation is
+    drawn as large open squares, train as small filled dots on top of it.
 
     Args:
         run: a record (:func:`load_run`), e.g. the gpu preset recorded on an H100.
         history: this machine's run, or None for the record alone.
         bar: a horizontal line at this validation loss on both panels.
         title: the figure's title (default: says which is which).
+        unit: what the loss is per, in the y label (``"character"`` for a character model).
 
     Returns:
         The matplotlib figure.
@@ -128,8 +137,10 @@ def plot_run_beside(run: dict, history=None, bar: float | None = None, title: st
     fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4), sharey=True, squeeze=False)
     steps = [e["step"] for e in run["evaluations"]]
     left = axes[0][0]
+    validation = dict(markersize=9, markerfacecolor="none", linestyle="--")
     left.plot(steps, [e["train_loss"] for e in run["evaluations"]], "o-", label="train")
-    left.plot(steps, [e["val_loss"] for e in run["evaluations"]], "s-", label="validation")
+    left.plot(steps, [e["val_loss"] for e in run["evaluations"]], "s", **validation,
+              label="validation")  # fmt: skip
     left.set_title(
         f"recorded: {run['config_name']!r} on {run['device']['name']} ({run['precision']})"
     )
@@ -138,7 +149,7 @@ def plot_run_beside(run: dict, history=None, bar: float | None = None, title: st
         batch_steps = range(1, len(history.batch_loss) + 1)
         right.plot(batch_steps, history.batch_loss, color="0.75", linewidth=0.8, label="batch")
         right.plot(history.step, history.train_loss, "o-", label="train")
-        right.plot(history.step, history.val_loss, "s-", label="validation")
+        right.plot(history.step, history.val_loss, "s", **validation, label="validation")
         right.set_title("live: this machine")
     for ax in axes[0]:
         if bar is not None:
@@ -146,7 +157,7 @@ def plot_run_beside(run: dict, history=None, bar: float | None = None, title: st
         ax.set_xlabel("optimizer step")
         ax.grid(alpha=0.3)
         ax.legend()
-    left.set_ylabel("cross-entropy (nats per token)")
+    left.set_ylabel(f"cross-entropy (nats per {unit})")
     fig.suptitle(title or "Recorded run beside the live run")
     fig.tight_layout()
     return fig

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from course_utils import record as rec
+from course_utils.config import PRESETS
 from course_utils.record_conditions import CONDITION_KEYS
 from course_utils.train import parse_settings
 
@@ -151,7 +152,7 @@ def test_bad_set_option_says_the_form():
 
 def test_shipped_records_are_valid_and_written_by_the_command():
     """Every file in assets/runs/ reads back and names the command that wrote it."""
-    for record in rec.find_runs():
+    for record in [run for preset in PRESETS for run in rec.find_runs(f"{preset}-*.json")]:
         assert record["command"].startswith("python -m course_utils.record ")
         assert record["final"]["eval_batches"] == record["train_config"]["eval_iters"]
 

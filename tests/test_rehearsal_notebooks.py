@@ -1,0 +1,95 @@
+"""The GPU branches rehearsed on the CPU (COURSE_REHEARSE, course_utils/rehearsal.py):
+notebooks 12 and 13 top to bottom and the commands make train / record / bench, in each mode.
+
+Outputs are not compared (the run is shrunk to seconds); every cell runs and every assert in
+it; a failure names the notebook, the mode and the cell. Notebook 12's printed claims are
+checked against its own printed numbers (tests/nb12_claims.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+from course_utils.rehearsal import REHEARSAL_ENV, REHEARSAL_MODES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import nb12_claims  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = {
+    "12": ROOT / "notebooks" / "12_training_tiny_decoder.ipynb",
+    "13": ROOT / "notebooks" / "13_generation.ipynb",
+}
+PRECISION = {"cuda-bf16": "bf16", "cuda-fp16": "fp16"}
+
+
+def _execute(path: Path, mode: str, workdir: Path, monkeypatch) -> nbformat.NotebookNode:
+    """Execute a copy of the notebook in a kernel that sees ``COURSE_REHEARSE=mode``."""
+    monkeypatch.setenv(REHEARSAL_ENV, mode)
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        notebook,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(workdir)}},
+    )
+    try:
+        client.execute()
+    except CellExecutionError as error:
+        failed = next(
+            (i for i, c in enumerate(notebook.cells)
+             if any(o.get("output_type") == "error" for o in c.get("outputs", []))),
+            "?",
+        )  # fmt: skip
+        first_line = re.sub(r"\x1b\[[0-9;]*m", "", str(error).strip().splitlines()[-1])[:300]
+        pytest.fail(f"{path.name} with {REHEARSAL_ENV}={mode}: cell {failed} failed: {first_line}")
+    return notebook
+
+
+@pytest.mark.parametrize("mode", REHEARSAL_MODES)
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+def test_notebook_runs_top_to_bottom_in_each_mode(name, mode, tmp_path, monkeypatch):
+    notebook = _execute(NOTEBOOKS[name], mode, tmp_path, monkeypatch)
+    if name == "12":
+        cells = json.loads(nbformat.writes(notebook))["cells"]
+        nb12_claims.check_all(cells, PRECISION[mode], rehearsing=True)
+
+
+@pytest.mark.parametrize("mode", REHEARSAL_MODES)
+def test_commands_take_the_gpu_branch(mode, tmp_path, monkeypatch, capsys):
+    """make train / record / bench with CONFIG=gpu, shrunk: the GPU's precision on the CPU."""
+    from course_utils import record, train
+    from course_utils.benchmark import benchmark_training
+
+    monkeypatch.setenv(REHEARSAL_ENV, mode)
+    monkeypatch.chdir(tmp_path)  # checkpoints/ and checkpoints/rehearsal/ land here
+    summary = train.main(["--config", "gpu", "--device", "cpu", "--samples", "5"])
+    out = capsys.readouterr().out
+    assert f"precision {PRECISION[mode]} on cpu, rehearsing CUDA" in out
+    assert summary["config"] == "gpu" and len(summary) > 0
+    written = record.main(["--config", "gpu", "--device", "cpu", "--sample-chars", "8",
+                           "--max-chars", "200000", "--threads", "1"])  # fmt: skip
+    assert written["precision"] == PRECISION[mode]
+    assert written["conditions"]["rehearsal"] == mode
+    assert written["model_config"]["dropout"] == 0.2  # the gpu preset's own
+    assert (tmp_path / "checkpoints" / "rehearsal" / f"gpu-{mode}.json").is_file()
+    results = benchmark_training("cpu", config="gpu")
+    assert {row["dtype"] for row in results["rows"]} == {"float32", "bfloat16"}
+    assert all(row["error"] is None for row in results["rows"])
+    spec = importlib.util.spec_from_file_location(
+        "train_throughput", ROOT / "benchmarks" / "train_throughput.py"
+    )
+    throughput = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(throughput)
+    assert throughput.results_path(results).parent.name == "rehearsal"  # never over a measurement
