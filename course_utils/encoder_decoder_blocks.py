@@ -277,9 +277,10 @@ class CrossDecoderBlock(nn.Module):
             return self.self_attention(h, is_causal=True, need_weights=need_weights)
 
         def attend_source(h: torch.Tensor) -> torch.Tensor:
-            return self.cross_attention(
-                h, memory, memory_key_padding_mask, need_weights, memory_kv=memory_kv
-            )
+            # memory_kv only when given: a replacement cross-attention (notebook 14's buggy
+            # one) may take the four arguments of MultiHeadAttention-style forward only
+            extra = {} if memory_kv is None else {"memory_kv": memory_kv}
+            return self.cross_attention(h, memory, memory_key_padding_mask, need_weights, **extra)
 
         y = residual(y, self.ln_1, attend_self, self.norm_first)
         y = residual(y, self.ln_2, attend_source, self.norm_first)
