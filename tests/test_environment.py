@@ -120,12 +120,12 @@ def _jupyter_line(*args: str) -> str:
 def test_make_lab_passes_port_and_args():
     line = _jupyter_line("PORT=8890", "ARGS=--no-browser --ServerApp.token=abc")
     assert " lab " in line and line.endswith(
-        "--port=8890 --no-browser --ServerApp.token=abc notebooks/"
+        '--port=8890 --no-browser --ServerApp.token=abc "work/"'
     )
     plain = _jupyter_line()
-    assert "--port" not in plain and plain.endswith(" lab --allow-root notebooks/") == (
-        os.getuid() == 0
-    )
+    assert "--port" not in plain and plain.endswith(
+        ' lab --allow-root --LabApp.news_url=None "work/"'
+    ) == (os.getuid() == 0)
     readme = (ROOT / "README.md").read_text()
     assert "make lab PORT=8890 ARGS=--no-browser" in readme
 
