@@ -153,7 +153,7 @@ def plot_run_beside(
         right.set_title("live: this machine")
     for ax in axes[0]:
         if bar is not None:
-            ax.axhline(bar, color="crimson", linestyle="--", linewidth=1, label=f"bar {bar}")
+            ax.axhline(bar, color="crimson", linestyle="--", linewidth=1, label=f"bar {bar:.3f}")
         ax.set_xlabel("optimizer step")
         ax.grid(alpha=0.3)
         ax.legend()
