@@ -56,7 +56,7 @@ EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline OMP_NUM_THREADS
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
 OFFLINE_ENV := PYTHONPATH="$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}"
 
-.PHONY: setup lab lab-config work test course headers determinism train checkpoint record bench mutation lint clean venv assets rerecord rehearsal gpu-check
+.PHONY: setup lab lab-config work test course headers determinism train checkpoint record bench compare-blocks mutation lint clean venv assets rerecord rehearsal gpu-check
 
 setup: $(STAMP)
 
@@ -158,6 +158,19 @@ record: setup
 # Training tokens/s of the teaching and fast paths (and bf16, torch.compile, MFU on CUDA).
 bench: setup
 	$(PY) benchmarks/train_throughput.py
+
+# Notebook 15's records (assets/runs/blocks-*.json): the modern block (3 seeds) and grouped-query
+# attention (n_kv_heads 1, 2, 4, 8) with the baby budget, one run at a time on one thread (about
+# 3 minutes each on an idle CPU; a run whose record exists is skipped; the classic arm is
+# `make rerecord`'s positional-rope-seedN), then the KV-cache memory and the interleaved
+# time-per-step benchmark. Re-execute notebook 15 afterwards.
+compare-blocks: setup
+	@for run in "modern 1" "modern 2" "modern 3" "gqa-kv1 1" "gqa-kv2 1" "gqa-kv4 1" "gqa-kv8 1"; do \
+		set -- $$run; test -f assets/runs/blocks-$$1-seed$$2.json || \
+		OMP_NUM_THREADS=1 $(PY) -m course_utils.compare_blocks train --arm $$1 --seed $$2 || exit 1; \
+	done
+	OMP_NUM_THREADS=1 $(PY) -m course_utils.compare_blocks memory
+	OMP_NUM_THREADS=1 $(PY) -m course_utils.compare_blocks timing
 
 # Redo the `cpu` record and the 3 + 3 positional seed records, one after the other, with one
 # thread each (about 20 minutes; run it on an idle machine, then re-execute notebook 12).

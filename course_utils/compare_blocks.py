@@ -137,6 +137,36 @@ def run_record(arm: str, seed: int, max_iters: int | None = None) -> dict:
     }
 
 
+def load_records(folder: str | Path | None = None) -> dict[str, list[dict]]:
+    """The recorded runs, ``arm -> records`` sorted by seed (arms without a record left out).
+
+    ``classic`` comes from ``positional-rope-seedN.json`` (written by ``python -m
+    course_utils.record --config baby --positional rope --seed N``: the same model, data,
+    budget and seed as ``train --arm classic``) and from ``blocks-classic-seedN.json`` where
+    that seed has no such record; the other arms from ``blocks-<arm>-seedN.json``.
+    Each record is reduced to ``{seed, parameters, steps, val_losses, final_val_loss, file}``.
+    """
+    folder = Path(folder) if folder is not None else RUNS_DIR
+    runs: dict[str, dict[int, dict]] = {}
+    sources = [("classic", p) for p in sorted(folder.glob("positional-rope-seed*.json"))]
+    sources += [(None, p) for p in sorted(folder.glob("blocks-*-seed*.json"))]
+    for arm, path in sources:
+        record = json.loads(path.read_text())
+        arm = arm or record["arm"]
+        runs.setdefault(arm, {}).setdefault(
+            record["seed"],
+            {
+                "seed": record["seed"],
+                "parameters": record["parameters"],
+                "steps": [e["step"] for e in record["evaluations"]],
+                "val_losses": [e["val_loss"] for e in record["evaluations"]],
+                "final_val_loss": record["final"]["val_loss"],
+                "file": path.name,
+            },
+        )
+    return {arm: [runs[arm][s] for s in sorted(runs[arm])] for arm in ARMS if arm in runs}
+
+
 def _write(record: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
