@@ -176,11 +176,12 @@ class HeadName:
     ratios: dict[str, float]
 
     def describe(self) -> str:
-        """One line: layer, head, name, the best ratio and the margin to the runner-up."""
-        best = f"{self.best} {self.ratios[self.best]:.1f} x even"
+        """One line: layer, head, name, the best ratio and the margin to the runner-up, e.g.
+        ``layer 2 head 1: last space | best last space (4.1x even), margin 1.39 over previous
+        character``."""
         return (
-            f"layer {self.layer} head {self.head}: {self.name:<18} (best {best}; "
-            f"{self.margin:.2f} x the runner-up, {self.runner_up})"
+            f"layer {self.layer} head {self.head}: {self.name:<18} | best {self.best} "
+            f"({self.ratios[self.best]:.1f}x even), margin {self.margin:.2f} over {self.runner_up}"
         )
 
 
