@@ -105,3 +105,27 @@ def test_a_2d_mask_that_could_be_padding_is_refused_without_a_head_axis():
     as_attention = scaled_dot_product_attention(q, k, v, mask=padding_like[None])[0]
     as_padding = scaled_dot_product_attention(q, k, v, key_padding_mask=padding_like)[0]
     assert as_attention.shape == as_padding.shape == (4, 4, D_K)
+
+
+def _attention_matches_pytorch(q, k, v, mask) -> None:
+    out, _ = scaled_dot_product_attention(q, k, v, mask=mask)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+
+
+def test_unambiguous_masks_are_accepted_when_b_equals_t_q():
+    """Only a 2-D mask whose first axis could be B *or* T_q is refused; these cannot be
+    misread, so they are used as given (compared with PyTorch's attention)."""
+    g = torch.Generator().manual_seed(1)
+    # one sequence, one new query over 5 keys (a decoding step): (1, T_k) reads the same
+    # as (T_q, T_k) and as (B, T_k)
+    q, k, v = (torch.randn(1, H, t, D_K, generator=g) for t in (1, 5, 5))
+    _attention_matches_pytorch(q, k, v, torch.tensor([[True, True, False, True, False]]))
+    # B == T_q == 3 and a (1, T_k) mask shared by every query and sequence
+    q, k, v = (torch.randn(3, H, t, D_K, generator=g) for t in (3, 4, 4))
+    _attention_matches_pytorch(q, k, v, torch.tensor([[True, False, True, True]]))
+    # B == T_q == T_k == 3 and a 4-D (B, 1, T_q, T_k) mask: the axes are explicit
+    q, k, v = (torch.randn(3, H, 3, D_K, generator=g) for _ in range(3))
+    per_sequence = torch.tensor(
+        [[[1, 1, 0], [1, 1, 0], [1, 1, 0]], [[1, 1, 1]] * 3, [[1, 0, 1], [0, 1, 1], [1, 1, 0]]]
+    ).bool()[:, None]  # (B, 1, T_q, T_k)
+    _attention_matches_pytorch(q, k, v, per_sequence)
