@@ -15,8 +15,9 @@ Every notebook starts with its own title and learning goal (its first markdown c
    call only checks the kernel. It prints nothing when all is well.
 
 Every exercise's solution (a code cell whose source starts with ``# Solution``) is collapsed
-the same way in every notebook (``metadata.jupyter.source_hidden``): a student sees the
-exercise, tries it, and opens the solution with one click.
+the same way in every notebook: ``metadata.jupyter.source_hidden`` in JupyterLab, and Colab's
+form view (``cellView: form``, code hidden behind "Show code"). A student sees the exercise,
+tries it, and opens the solution with one click.
 
 The repository's address is read from ``pyproject.toml`` ``[project.urls] Repository`` (the
 one place it is written). The script also writes ``course_utils/_tested_versions.py``, the
@@ -49,8 +50,10 @@ BADGE_ID, BOOTSTRAP_ID = "colab-badge", "course-bootstrap"
 # The setup cell's body is hidden: folded in JupyterLab, a form (title only) in Colab.
 BOOTSTRAP_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}}
 BRANCH = "main"
-# An exercise's solution cell starts with this line; its source is hidden (one click opens it).
+# An exercise's solution cell starts with this line; its source is hidden (one click opens it)
+# in JupyterLab and in Colab, as the setup cell's is.
 SOLUTION_PREFIX = "# Solution"
+SOLUTION_METADATA = BOOTSTRAP_METADATA
 _GITHUB = re.compile(r"^https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?$")
 
 
@@ -143,15 +146,24 @@ def is_solution_cell(cell: nbformat.NotebookNode) -> bool:
 
 
 def collapse_solutions(notebook: nbformat.NotebookNode) -> bool:
-    """Hide the source of every solution cell (JupyterLab's ``source_hidden``); True if any
-    cell changed. Outputs, ids and other metadata are left as they are."""
+    """Hide the source of every solution cell (JupyterLab's ``source_hidden``, Colab's form
+    view); True if any cell changed. Outputs, ids and other metadata are left as they are."""
     changed = False
     for cell in notebook.cells:
-        hidden = cell.metadata.get("jupyter", {}).get("source_hidden") is True
-        if is_solution_cell(cell) and not hidden:
-            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+        if is_solution_cell(cell) and not solution_is_collapsed(cell):
+            cell.metadata["cellView"] = SOLUTION_METADATA["cellView"]
+            cell.metadata.setdefault("jupyter", {}).update(SOLUTION_METADATA["jupyter"])
             changed = True
     return changed
+
+
+def solution_is_collapsed(cell: dict) -> bool:
+    """True if a cell's metadata hides its source in JupyterLab and in Colab."""
+    metadata = cell.get("metadata", {})
+    return metadata.get("cellView") == SOLUTION_METADATA["cellView"] and all(
+        metadata.get("jupyter", {}).get(key) == value
+        for key, value in SOLUTION_METADATA["jupyter"].items()
+    )
 
 
 def sync_notebook(path: Path, root: Path = ROOT, write: bool = True) -> bool:

@@ -1,9 +1,10 @@
 """Every exercise's solution is collapsed the same way in every notebook (issue 23).
 
 A solution is a code cell whose source starts with ``# Solution``; its source is hidden in
-JupyterLab (``metadata.jupyter.source_hidden``), so a student sees the exercise first and
-opens the solution with one click. ``scripts/sync_notebook_headers.py`` (run by ``make
-headers`` and ``make course``) sets it; the script is tested here on copies.
+JupyterLab (``metadata.jupyter.source_hidden``) and in Colab (``cellView: form``, as the setup
+cell's), so a student sees the exercise first and opens the solution with one click.
+``scripts/sync_notebook_headers.py`` (run by ``make headers`` and ``make course``) sets both;
+the script is tested here on copies.
 """
 
 from __future__ import annotations
@@ -46,7 +47,10 @@ def test_every_solution_cell_is_collapsed(path):
     shown = [
         i
         for i, cell in _solutions(cells)
-        if cell["metadata"].get("jupyter", {}).get("source_hidden") is not True
+        if not (
+            cell["metadata"].get("jupyter", {}).get("source_hidden") is True
+            and cell["metadata"].get("cellView") == "form"
+        )
     ]
     assert not shown, (
         f"{path.name}: the solution cells {shown} show their source in full under the "
@@ -71,6 +75,7 @@ def _shown_open_solution(path: Path) -> Path:
     for cell in notebook.cells:
         if sync.is_solution_cell(cell):
             cell.metadata.pop("jupyter", None)
+            cell.metadata.pop("cellView", None)
             cell.metadata["tags"] = ["kept"]  # other metadata must survive
     nbformat.write(notebook, path)
     return path
@@ -92,7 +97,9 @@ def test_the_script_collapses_solutions_and_changes_nothing_else(tmp_path):
             assert new.outputs == old.outputs and new.execution_count == old.execution_count
         if sync.is_solution_cell(old):
             solutions += 1
-            assert new.metadata == {"tags": ["kept"], "jupyter": {"source_hidden": True}}
+            assert new.metadata == {
+                "tags": ["kept"], "jupyter": {"source_hidden": True}, "cellView": "form"
+            }  # fmt: skip
         else:
             assert new.metadata == old.metadata
     assert solutions >= 2
