@@ -16,8 +16,10 @@ first 90 % to train, the rest to validate), as ``python -m course_utils.record -
 * ``modern``: :class:`~course_utils.modern_model.ModernDecoder` with RMSNorm, SwiGLU of width
   384, 4 query heads sharing 2 key/value heads, QK-norm, no biases, untied head: 809,344
   parameters (+0.65 %, within the 5 % the comparison allows).
-* ``gqa-kvG``: the modern block with 8 query heads of width 16 and G = 1, 2, 4 or 8
-  key/value heads (8 = full multi-head attention).
+* ``gqa-kvG``: the modern block with G = 1, 2 or 4 key/value heads for its 4 query heads:
+  multi-query, grouped (G = 2: the ``modern`` arm itself, whose records it shares) and full
+  multi-head attention. Fewer key/value heads also mean smaller W^K and W^V (the parameter
+  count falls by 2 * (4 - G) * 32 * 128 per layer).
 
 Each ``train`` run writes ``assets/runs/blocks-<arm>-seed<N>.json`` (see :func:`run_record`).
 ``timing`` writes ``blocks-timing.json``: time per training step of ``classic`` and ``modern``
@@ -46,7 +48,9 @@ from course_utils.assets import ASSETS_DIR
 from course_utils.config import ModelConfig, get_config
 
 RUNS_DIR = ASSETS_DIR / "runs"
-ARMS = ("classic", "modern", "gqa-kv1", "gqa-kv2", "gqa-kv4", "gqa-kv8")
+ARMS = ("classic", "modern", "gqa-kv1", "gqa-kv2", "gqa-kv4")
+#: Arms that are another arm under a second name (same config, so the same runs).
+SAME_AS = {"gqa-kv2": "modern"}
 SEEDS = (1, 2, 3)  # the seeds of the recorded positional-rope-seedN runs
 SCHEMA = "blocks-1"
 
@@ -67,7 +71,7 @@ def arm_config(arm: str, vocab_size: int) -> ModelConfig:
         return ModernConfig(**shape, n_heads=4, n_kv_heads=2, d_ff=384, qk_norm=True)
     if arm.startswith("gqa-kv") and arm in ARMS:
         n_kv_heads = int(arm.removeprefix("gqa-kv"))
-        return ModernConfig(**shape, n_heads=8, n_kv_heads=n_kv_heads, d_ff=384, qk_norm=True)
+        return ModernConfig(**shape, n_heads=4, n_kv_heads=n_kv_heads, d_ff=384, qk_norm=True)
     raise ValueError(f"unknown arm {arm!r}; expected one of {ARMS}")
 
 
@@ -143,7 +147,8 @@ def load_records(folder: str | Path | None = None) -> dict[str, list[dict]]:
     ``classic`` comes from ``positional-rope-seedN.json`` (written by ``python -m
     course_utils.record --config baby --positional rope --seed N``: the same model, data,
     budget and seed as ``train --arm classic``) and from ``blocks-classic-seedN.json`` where
-    that seed has no such record; the other arms from ``blocks-<arm>-seedN.json``.
+    that seed has no such record; the other arms from ``blocks-<arm>-seedN.json`` (an arm of
+    :data:`SAME_AS` without its own records shares those of its twin).
     Each record is reduced to ``{seed, parameters, steps, val_losses, final_val_loss, file}``.
     """
     folder = Path(folder) if folder is not None else RUNS_DIR
@@ -164,6 +169,9 @@ def load_records(folder: str | Path | None = None) -> dict[str, list[dict]]:
                 "file": path.name,
             },
         )
+    for arm, same in SAME_AS.items():
+        if arm not in runs and same in runs:
+            runs[arm] = runs[same]
     return {arm: [runs[arm][s] for s in sorted(runs[arm])] for arm in ARMS if arm in runs}
 
 

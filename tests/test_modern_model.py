@@ -71,7 +71,8 @@ def test_measured_arms_have_the_same_parameter_count_within_5_percent():
     modern = build_model(arm_config("modern", 84))
     assert isinstance(classic, TinyDecoder) and isinstance(modern, ModernDecoder)
     assert abs(modern.num_parameters() / classic.num_parameters() - 1) < 0.05
-    assert [arm_config(a, 84).n_kv_heads for a in ARMS[2:]] == [1, 2, 4, 8]
+    assert [arm_config(a, 84).n_kv_heads for a in ARMS[2:]] == [1, 2, 4]
+    assert arm_config("gqa-kv2", 84) == arm_config("modern", 84)  # one arm, two names
 
 
 def test_config_errors_name_the_argument():
