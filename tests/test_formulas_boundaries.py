@@ -12,7 +12,8 @@ import torch
 from references import encoder_layer_like
 from torch import nn
 
-from course_utils.layers import DecoderBlock
+from course_utils.embedding import as_token_ids
+from course_utils.layers import DecoderBlock, FeedForward, LayerNorm
 
 
 def test_decoder_block_with_a_one_unit_hidden_layer_matches_pytorch():
@@ -31,3 +32,21 @@ def test_decoder_block_with_a_one_unit_hidden_layer_matches_pytorch():
 def test_decoder_block_refuses_d_ff_zero():
     with pytest.raises(ValueError, match="d_ff"):
         DecoderBlock(d_model=4, n_heads=2, d_ff=0)
+
+
+@pytest.mark.parametrize("width", [20, 30], ids=["narrower", "wider"])
+def test_a_last_axis_other_than_c_is_refused_by_the_course(width):
+    """Narrower *and* wider inputs get the course's ValueError naming C, not PyTorch's."""
+    x = torch.randn(2, 3, width)
+    with pytest.raises(ValueError, match="24"):
+        LayerNorm(24)(x)
+    with pytest.raises(ValueError, match="24"):
+        FeedForward(24, 96)(x)
+
+
+def test_ids_that_cannot_become_an_array_get_a_type_error():
+    """A list of tensors that require grad cannot go through NumPy (PyTorch raises a
+    RuntimeError): the course says what it expected instead."""
+    ids = [torch.tensor(1.0, requires_grad=True), torch.tensor(2.0, requires_grad=True)]
+    with pytest.raises(TypeError, match="token ids must be a tensor of integer ids"):
+        as_token_ids(ids, vocab_size=10)
