@@ -16,7 +16,8 @@ pairs query head 1 with key head 1 instead of key head 0 (:func:`expand_kv_heads
 
 The module also carries the other attention changes of today's decoders: projections
 without biases (Touvron et al. 2023, §2; Chowdhery et al. 2022, §2 "No biases"), QK-norm
-(an RMSNorm over each head's query and key before RoPE, Qwen3; Dehghani et al. 2023, §3.1),
+(an RMSNorm over each head's query and key before RoPE, Qwen3; Dehghani et al. 2023,
+"QK normalization"),
 RoPE (Su et al. 2021, §3.4), and a head width ``d_k`` that need not be ``d_model /
 n_heads``.
 """
