@@ -322,6 +322,16 @@ def recheck_candidates(entry: dict, candidates: list[Candidate]) -> list[Candida
     return chosen
 
 
+def reclassify(entry: dict, equivalents: list[Equivalent]) -> dict:
+    """``entry`` with the equivalents file applied again (after reviewing survivors), nothing
+    run: survivors that now match an entry become equivalent, and stale ones survive again."""
+    mutants = previous_mutants(entry)
+    for mutant in mutants:
+        if mutant.outcome == "equivalent":
+            mutant.outcome, mutant.reason = "survived", ""
+    return {**entry, **summarise(classify(mutants, equivalents))}
+
+
 def merge_recheck(previous: list[Mutant], rerun: list[Mutant]) -> list[Mutant]:
     """``previous`` with each re-run mutant's outcome replacing its earlier one."""
     fresh = {(m.operator, m.occurrence): m for m in rerun}
@@ -688,6 +698,11 @@ def _parser(modules: list[str]) -> argparse.ArgumentParser:
         "the other results are kept",
     )
     parser.add_argument(
+        "--reclassify",
+        action="store_true",
+        help="apply benchmarks/mutation/equivalents.toml to the last report again; run nothing",
+    )
+    parser.add_argument(
         "--keep",
         action="store_true",
         help="keep the scratch copies (with cosmic-ray's session files)",
@@ -728,6 +743,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{module}: {' '.join(tests_for_module(module)) or '(no test imports it)'}")
         return 0
     equivalents = load_equivalents()
+    if args.reclassify:
+        path = args.report_dir / "report.json"
+        if not path.is_file():
+            parser.error(f"argument --reclassify: no report at {path} yet; run make mutation first")
+        entries = json.loads(path.read_text(encoding="utf-8"))["modules"]
+        wanted = {short_name(m) for m in chosen}
+        fresh = {k: reclassify(v, equivalents) for k, v in entries.items() if k in wanted}
+        print(f"reclassified {', '.join(fresh)}: report {write_report(fresh, args.report_dir)}")
+        return 0
     for module in chosen:
         entry = run_module(module, args, config, equivalents)
         path = write_report({short_name(module): entry}, args.report_dir)

@@ -284,3 +284,17 @@ def test_recheck_reruns_only_the_survivors_and_keeps_the_rest(mutation):
     assert mutation.summarise(mutation.previous_mutants(legacy))["counts"] == entry["counts"]
     with pytest.raises(SystemExit, match="changed"):
         mutation.recheck_candidates(entry, candidates[:8])
+
+
+def test_reclassify_applies_the_reviewed_equivalents_to_an_old_entry(mutation):
+    old = [
+        _mutant(mutation, "killed"),
+        _mutant(mutation, "survived", original="if p > 0:", mutated="if p >= 0:"),
+        _mutant(mutation, "equivalent", original="x = 1", mutated="x = 2"),  # no longer listed
+    ]
+    entry = {"module": "course_utils/x.py", "population": 3, **mutation.summarise(old)}
+    equivalents = [mutation.Equivalent("course_utils/x.py", "if p > 0:", "if p >= 0:", "why")]
+    fresh = mutation.reclassify(entry, equivalents)
+    assert fresh["counts"]["equivalent"] == 1 and fresh["counts"]["survived"] == 1
+    assert fresh["survivors"][0]["original"] == "x = 1"
+    assert fresh["population"] == 3
