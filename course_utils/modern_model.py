@@ -206,8 +206,9 @@ class ModernDecoder(nn.Module):
 
         Returns:
             ``n_layers + 1`` tensors ``(B, T, C)``: index 0 is the embedding (plus added
-            positions), index ``l`` the output of block ``l`` (before the final norm),
-            as ``transformers``' ``output_hidden_states`` lists them.
+            positions), index ``l`` the output of block ``l`` (before the final norm).
+            ``transformers``' ``output_hidden_states`` ends with the final norm of the last
+            one instead (:func:`course_utils.hf_weights.hidden_states_like_transformers`).
         """
         ids = self._check_ids(ids)
         x = self.dropout(self.position(self.token_embedding(ids)))  # (B, T) -> (B, T, C)
