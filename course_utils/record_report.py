@@ -54,20 +54,24 @@ def record_margin(groups: dict[str, list[dict]], sigmas: float = MARGIN_SIGMAS) 
     return math.ceil(100 * sigmas * spread) / 100
 
 
-def own_record(records: dict[str, dict], config_name: str, device_type: str) -> dict | None:
-    """The record of preset ``config_name`` made on a device of type ``device_type``
-    (``"cpu"``, ``"cuda"``, ``"mps"``), or ``None``: a CPU run is never compared with a GPU
-    record of the same preset, nor the reverse. A rehearsed record (its conditions name a
-    rehearsal mode) is never chosen."""
-    for record in records.values():
-        conditions = record.get("conditions") or {}
-        if (
-            record["config_name"] == config_name
-            and record["device"]["type"] == device_type
-            and conditions.get("rehearsal") in (None, "unknown")
-        ):
-            return record
-    return None
+def own_record(
+    records: dict[str, dict], config_name: str, device_type: str, precision: str | None = None
+) -> dict | None:
+    """The record a live run is held to: preset ``config_name``, made on a device of type
+    ``device_type`` (``"cpu"``, ``"cuda"``, ``"mps"``), or ``None``. A CPU run is never
+    compared with a GPU record of the same preset, nor the reverse; a rehearsed record (its
+    conditions name a rehearsal mode) is never chosen. Among several (a GPU's bf16 record and
+    its float16-forced one), the one in the run's ``precision`` (``"bf16"``, ``"fp16"``,
+    ``"fp32"``) comes first; then the first by name."""
+    matching = [
+        record
+        for record in records.values()
+        if record["config_name"] == config_name
+        and record["device"]["type"] == device_type
+        and (record.get("conditions") or {}).get("rehearsal") in (None, "unknown")
+    ]
+    same_precision = [record for record in matching if record.get("precision") == precision]
+    return (same_precision or matching or [None])[0]
 
 
 # NVIDIA T4 Tensor Core GPU data sheet (2019): 65 TFLOP/s mixed precision (FP16 tensor cores

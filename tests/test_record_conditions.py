@@ -78,7 +78,7 @@ def test_no_gap_and_unexplained_gap():
 
 def _run(loss: float, config="baby", device="cpu", rehearsal=None) -> dict:
     return {"final": {"val_loss": loss}, "config_name": config, "device": {"type": device},
-            "conditions": {"rehearsal": rehearsal}}  # fmt: skip
+            "conditions": {"rehearsal": rehearsal}, "precision": "bf16"}  # fmt: skip
 
 
 def test_seed_spread_pools_the_sample_variances():
@@ -109,6 +109,10 @@ def test_the_record_is_chosen_by_preset_and_device_kind():
     assert own_record(records, "gpu", "cuda") is records["gpu-h100"]
     assert own_record(records, "gpu", "cpu") is None  # neither the GPU's nor a rehearsal
     assert own_record(records, "cpu", "cuda") is None
+    forced = {**records["gpu-h100"], "precision": "fp16"}
+    both = {"gpu-h100-fp16": forced, **records}  # the fp16 record sorts first by name
+    assert own_record(both, "gpu", "cuda", "bf16")["precision"] != "fp16"
+    assert own_record(both, "gpu", "cuda", "fp16") is forced
 
 
 def test_rerecord_plans_seven_valid_commands():
