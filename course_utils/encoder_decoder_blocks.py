@@ -121,9 +121,13 @@ class CrossAttention(MultiHeadAttention):
         ok = isinstance(memory_kv, tuple | list) and len(memory_kv) == 2
         ok = ok and all(isinstance(t, torch.Tensor) and t.ndim == 4 for t in memory_kv)
         if not ok or memory_kv[0].shape != memory_kv[1].shape:
+            items = memory_kv if isinstance(memory_kv, tuple | list) else [memory_kv]
+            found = [
+                tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__ for t in items
+            ]
             raise ValueError(
                 f"memory_kv must be the pair (K, V) of keys_values(memory), each (B, h, T_src, "
-                f"d_k), got {memory_kv!r:.80}"
+                f"d_k), got {type(memory_kv).__name__} of {found}"
             )
         k, v = memory_kv
         if k.shape[0] != x.shape[0] or k.shape[1] != self.n_heads or k.shape[3] != d_k:

@@ -332,6 +332,10 @@ def test_greedy_decode_with_cross_kv_computed_once_equals_recomputing_it(norm_fi
         )
         with pytest.raises(ValueError, match="one \\(K, V\\) pair per decoder block"):
             model.decode(once, memory, memory_kv=kv[:1])
+        with pytest.raises(ValueError, match=r"pair \(K, V\).*got tuple of \[\(2, 3, 16, 8\)\]"):
+            model.decoder_blocks[0].cross_attention(
+                torch.randn(B, 2, C), None, memory_kv=(torch.randn(B, H, 16, 8),)
+            )
         with pytest.raises(ValueError, match="memory_kv"):
             model.decode(once, memory, memory_kv=[(kv[0][0], kv[0][1][:, :1])] * len(kv))
 
