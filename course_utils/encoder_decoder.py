@@ -373,7 +373,8 @@ class EncoderDecoder(nn.Module):
         memory_kv = self.cross_keys_values(memory) if reuse_cross_kv else None
         ids, done = start, torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
         for _ in range(max_new_tokens):
-            logits = self.decode(ids, memory, src_key_padding_mask, memory_kv=memory_kv)[:, -1]
+            logits = self.decode(ids, memory, src_key_padding_mask, memory_kv=memory_kv)
+            logits = logits[:, -1]  # (B, T, V_tgt) -> (B, V_tgt): the newest position
             next_id = logits.argmax(dim=-1).masked_fill(done, self.config.pad_id)
             ids = torch.cat([ids, next_id[:, None]], dim=1)  # (B, T) -> (B, T + 1)
             done |= next_id == eos_id
