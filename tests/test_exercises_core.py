@@ -49,3 +49,34 @@ def test_expect_error_fails_when_nothing_is_raised(capsys):
     with pytest.raises(KeyError):
         with expect_error(ValueError):
             raise KeyError("a different error passes through")
+
+
+def test_count_multiplications_sees_every_route_to_a_product():
+    # How the checkers of 02, 04 and 07 detect a forbidden route: the ATen-level count of
+    # scalar multiplications (and the names of the ops that ran), whatever Python called them.
+    import torch.nn.functional as F
+
+    from course_utils.exercises.core import count_multiplications
+
+    x, w = torch.randn(2, 3, 4), torch.randn(4, 5)
+    expected = 2 * 3 * 4 * 5
+    routes = {
+        "@": lambda: x @ w,
+        "F.linear": lambda: F.linear(x, w.T),
+        "F.linear with bias": lambda: F.linear(x, w.T, torch.zeros(5)),
+        "einsum": lambda: torch.einsum("btc,cd->btd", x, w),
+        "a copy": lambda: x @ w.clone(),
+        "broadcasting": lambda: (x[..., None] * w).sum(dim=-2),
+        "bmm": lambda: torch.bmm(x, w.expand(2, 4, 5)),
+    }
+    for name, route in routes.items():
+        with count_multiplications() as count:
+            route()
+        assert count.total == expected, (name, count.total)
+    with count_multiplications() as count:
+        x[:, :, 0] + 1.0  # no product at all
+        w[torch.tensor([0, 2])]  # a lookup
+    assert count.total == 0
+    with count_multiplications() as count:
+        torch.special.softmax(x, -1)
+    assert "_softmax" in count.ops
