@@ -197,6 +197,9 @@ def test_check_greedy_next_token(capsys):
     assert verdict(check_greedy_next_token, right, capsys)[0]
     by_max = lambda logits: logits[:, -1].max(dim=-1).indices.unsqueeze(1)  # noqa: E731
     assert verdict(check_greedy_next_token, by_max, capsys)[0]
+    int32 = lambda logits: right(logits).int()  # noqa: E731
+    ok, out = verdict(check_greedy_next_token, int32, capsys)
+    assert not ok and "dtype torch.int32; token ids are int64" in out
     ok, out = verdict(check_greedy_next_token, lambda logits: logits[:, -1].argmax(-1), capsys)
     assert not ok and "shape (2,), expected (2, 1)" in out and "keepdim=True" in out
     first = lambda logits: logits[:, 0, :].argmax(dim=-1, keepdim=True)  # noqa: E731

@@ -80,8 +80,8 @@ def check_greedy_next_token(greedy_next_token: Callable) -> bool:
     """Check ``greedy_next_token(logits)``: logits ``(B, T, V)`` -> the most likely next id at
     the *last* position, shape ``(B, 1)``, int64.
 
-    Says when the answer uses the first position, or drops the ``(B, 1)`` shape that
-    ``torch.cat([ids, next_id], dim=1)`` needs.
+    Says when the answer uses the first position, drops the ``(B, 1)`` shape that
+    ``torch.cat([ids, next_id], dim=1)`` needs, or has another integer dtype than int64.
     """
     generator = torch.Generator().manual_seed(13)
     cases = [torch.randn(2, 6, 84, generator=generator), torch.randn(3, 1, 5, generator=generator)]
@@ -92,6 +92,11 @@ def check_greedy_next_token(greedy_next_token: Callable) -> bool:
             expected = logits[:, -1, :].argmax(dim=-1, keepdim=True)  # (B, V) -> (B, 1)
             name = f"greedy_next_token(logits of shape {tuple(logits.shape)})"
             problem = compare(answer, expected, name=name)
+            if problem is None and answer.dtype != torch.int64:
+                return (
+                    f"{name} has dtype {answer.dtype}; token ids are int64 (torch.long), as "
+                    "argmax returns them and torch.cat with the prompt's ids needs"
+                )
             if problem is None:
                 continue
             if isinstance(answer, torch.Tensor) and answer.shape == expected.shape[:1]:
