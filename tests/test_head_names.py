@@ -112,6 +112,8 @@ def test_line_break_pairs_skip_near_breaks():
 
 
 def test_the_shipped_model_gets_the_same_names_at_every_window_seed():
+    # What notebook 05 states: over window seeds 0-9 no head's margin crosses MIN_MARGIN, so
+    # every name (a pattern or "mixed") is the same at every seed.
     from course_utils.assets import asset_path
     from course_utils.pretrained import BABY_CHECKPOINT, load_baby
 
@@ -119,13 +121,12 @@ def test_the_shipped_model_gets_the_same_names_at_every_window_seed():
         pytest.skip("no shipped checkpoint (make checkpoint)")
     model, tokenizer = load_baby()
     runs = [
-        [
-            n.name
-            for n in name_heads(
-                *head_names.measure_heads(model, tokenizer, head_names.course_windows(seed))
-            )
-        ]
-        for seed in (0, 1, 2)
+        name_heads(*head_names.measure_heads(model, tokenizer, head_names.course_windows(seed)))
+        for seed in range(10)
     ]
-    assert runs[0] == runs[1] == runs[2]
-    assert runs[0][1 * 4 + 2] == "last line break" and runs[0].count(MIXED) >= 1
+    for heads in zip(*runs):  # one head across the ten seeds
+        assert len({h.best for h in heads}) == 1, [h.describe() for h in heads]
+        above = {h.margin >= head_names.MIN_MARGIN for h in heads}
+        assert len(above) == 1, [h.describe() for h in heads]
+    names = [h.name for h in runs[0]]
+    assert names[1 * 4 + 2] == "last line break" and names.count(MIXED) >= 1
