@@ -204,7 +204,8 @@ def name_heads(
         One :class:`HeadName` per head, layer by layer, head by head.
 
     Raises:
-        TypeError: ``scores`` is not a dict of tensors.
+        TypeError: ``scores`` is not a dict of tensors, ``baseline`` not a dict, or a
+            threshold not a number.
         ValueError: fewer than two patterns, tables of different shapes or not 2-D, a
             pattern without a positive baseline, or ``min_ratio`` / ``min_margin`` below 1.
     """
@@ -214,6 +215,14 @@ def name_heads(
         raise TypeError(
             "scores must be a dict pattern -> (n_layers, n_heads) tensor, as pattern_scores returns"
         )
+    if not isinstance(baseline, dict):
+        raise TypeError(
+            f"baseline must be a dict pattern -> float, got {type(baseline).__name__}; pass the "
+            "second value pattern_scores returns: name_heads(*pattern_scores(maps, texts))"
+        )
+    for name, value in (("min_ratio", min_ratio), ("min_margin", min_margin)):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{name} must be a number >= 1, got {value!r} ({type(value).__name__})")
     if len(scores) < 2:
         raise ValueError(f"scores has {len(scores)} pattern(s); a margin needs at least 2")
     shapes = {tuple(t.shape) for t in scores.values()}

@@ -98,6 +98,10 @@ def test_bad_input_names_the_argument():
         name_heads({"a": torch.ones(1, 2), "b": torch.ones(2, 1)}, {"a": 1.0, "b": 1.0})
     with pytest.raises(ValueError, match="min_ratio and min_margin"):
         name_heads({"a": torch.ones(1, 1), "b": torch.ones(1, 1)}, {"a": 1, "b": 1}, min_margin=0.5)
+    with pytest.raises(TypeError, match="baseline must be a dict"):
+        name_heads({"a": torch.ones(1, 1), "b": torch.ones(1, 1)}, [1.0, 1.0])
+    with pytest.raises(TypeError, match="min_margin must be a number"):
+        name_heads({"a": torch.ones(1, 1), "b": torch.ones(1, 1)}, {"a": 1, "b": 1}, min_margin="2")
     with pytest.raises(TypeError, match="list of strings"):
         pattern_scores([_maps(TEXTS[0])], TEXTS[0])
     with pytest.raises(ValueError, match=r"T = len\(text\)"):
