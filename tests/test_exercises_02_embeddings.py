@@ -89,6 +89,10 @@ def test_one_hot_lookup_rejects_a_float32_answer_for_a_float64_table(capsys):
         lambda ids, w: torch.einsum("btv,vd->btd", F.one_hot(ids, w.shape[0]).to(w.dtype), w),
         lambda ids, w: (F.one_hot(ids, w.shape[0]).to(w.dtype)[..., None] * w).sum(dim=-2),
         lambda ids, w: torch.eye(w.shape[0], dtype=w.dtype)[ids] @ w,
+        # one position at a time: a (V,) one-hot row times W, stacked
+        lambda ids, w: torch.stack(
+            [torch.stack([F.one_hot(i, w.shape[0]).to(w.dtype) @ w for i in row]) for row in ids]
+        ),
     ],
 )
 def test_one_hot_lookup_accepts_other_products(right, capsys):

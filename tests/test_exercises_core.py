@@ -68,6 +68,10 @@ def test_count_multiplications_sees_every_route_to_a_product():
         "a copy": lambda: x @ w.clone(),
         "broadcasting": lambda: (x[..., None] * w).sum(dim=-2),
         "bmm": lambda: torch.bmm(x, w.expand(2, 4, 5)),
+        "one row at a time": lambda: torch.stack([row @ w for row in x.reshape(-1, 4)]),
+        "one dot product at a time": lambda: [
+            torch.dot(row, column) for row in x.reshape(-1, 4) for column in w.T
+        ],
     }
     for name, route in routes.items():
         with count_multiplications() as count:

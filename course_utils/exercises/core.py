@@ -206,9 +206,13 @@ def _multiplications(func, args, out) -> int:
 
     aten = torch.ops.aten
     name = func.overloadpacket
-    if name in (aten.mm, aten.bmm, aten.addmm, aten.baddbmm):
-        first, second = (args[1], args[2]) if name in (aten.addmm, aten.baddbmm) else args[:2]
-        return math.prod(first.shape) * second.shape[-1]
+    with_input = (aten.addmm, aten.baddbmm, aten.addbmm, aten.addmv)  # (input, first, second)
+    if name in (aten.mm, aten.bmm, aten.mv, *with_input):
+        first, second = (args[1], args[2]) if name in with_input else args[:2]
+        columns = 1 if name in (aten.mv, aten.addmv) else second.shape[-1]
+        return math.prod(first.shape) * columns
+    if name in (aten.dot, aten.vdot):
+        return args[0].numel()
     if name in (aten.mul, aten.mul_) and isinstance(out, torch.Tensor):
         return out.numel()
     return 0
