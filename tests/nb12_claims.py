@@ -92,12 +92,14 @@ def check_head_claims(cells: list[dict]) -> None:
     """The sentence after each block's figure says what the head table says."""
     table = code_output(cells, "verdicts = name_heads(")
     heads = {}
+    # HeadName.describe(): "layer 0 head 1: previous character | best previous character
+    # (5.5x even), margin 1.73 over itself"
     for layer, head, name, best, ratio, margin, runner in re.findall(
-        r"layer (\d+) head (\d+): (.+?)\s+\(best (.+?) ([\d.]+) x even; ([\d.]+|inf) x the "
-        r"runner-up, (.+?)\)",
+        r"layer (\d+) head (\d+): (.+?)\s+\| best (.+?) \(([\d.]+)x even\), margin "
+        r"([\d.]+|inf) over (.+)",
         table,
     ):
-        heads[int(layer), int(head)] = (name, best, ratio, margin, runner)
+        heads[int(layer), int(head)] = (name.strip(), best, ratio, margin, runner.strip())
     assert heads, table[:1000]
     said = code_output(cells, 'head_titles=[f"head {v.head}: {v.name}"')
     for layer, sentence in re.findall(r"Block (\d+): (.*)", said):
