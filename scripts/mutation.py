@@ -339,18 +339,17 @@ def merge_recheck(previous: list[Mutant], rerun: list[Mutant]) -> list[Mutant]:
 
 
 def changed_lines(diff: str) -> tuple[str, str]:
-    """The first removed and added source lines of cosmic-ray's unified diff, stripped."""
-    removed = [
-        line[1:]
-        for line in diff.splitlines()
-        if line.startswith("-") and not line.startswith("---")
-    ]
-    added = [
-        line[1:]
-        for line in diff.splitlines()
-        if line.startswith("+") and not line.startswith("+++")
-    ]
-    return (removed[0].strip() if removed else "", added[0].strip() if added else "")
+    """The first non-blank removed and added source lines of cosmic-ray's unified diff,
+    stripped (``""`` for a line removed with nothing in its place, e.g. a decorator)."""
+    lines = diff.splitlines()
+
+    def first(sign: str) -> str:
+        for line in lines:
+            if line.startswith(sign) and not line.startswith(sign * 3) and line[1:].strip():
+                return line[1:].strip()
+        return ""
+
+    return first("-"), first("+")
 
 
 def outcome_of(result) -> str:

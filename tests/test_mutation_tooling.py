@@ -208,6 +208,8 @@ def test_changed_lines_of_a_unified_diff(mutation):
     diff += "-    x = a * b\n+    x = a / b\n"
     assert mutation.changed_lines(diff) == ("x = a * b", "x = a / b")
     assert mutation.changed_lines("") == ("", "")
+    removed = "--- a/m.py\n+++ b/m.py\n@@ -8,8 +8,6 @@\n     return x\n-\n-    @torch.no_grad()\n"
+    assert mutation.changed_lines(removed) == ("@torch.no_grad()", "")
 
 
 def test_failing_tests_and_the_test_command(mutation):
