@@ -159,6 +159,10 @@ def head_pattern_scores(
 ) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
     """How much weight each head puts on each named position, averaged over ``texts``.
 
+    The four patterns of :data:`HEAD_PATTERNS`, measured by
+    :func:`course_utils.head_names.pattern_scores` (which adds the last line break, and names
+    heads with :func:`course_utils.head_names.name_heads`).
+
     Args:
         model, tokenizer: as for :func:`attention_maps`.
         texts: strings of 1 to ``block_size`` characters (e.g. windows of the corpus).
@@ -182,27 +186,21 @@ def head_pattern_scores(
         )
     if not texts:
         raise ValueError("texts is empty; pass at least one string, e.g. [text]")
-    totals: dict[str, torch.Tensor] = {}
-    uniform: dict[str, float] = {name: 0.0 for name in HEAD_PATTERNS}
-    counts: dict[str, int] = {name: 0 for name in HEAD_PATTERNS}
-    for text in texts:
-        maps = attention_maps(model, tokenizer, text)  # (n_layers, h, T, T)
-        for name, pairs in pattern_pairs(text).items():
-            if not pairs:
-                continue
-            queries, keys = torch.tensor(pairs).T  # (2, n_pairs) -> 2 x (n_pairs,)
-            weight = maps[:, :, queries, keys].sum(
-                dim=-1
-            )  # (n_layers, h, n_pairs) -> (n_layers, h)
-            totals[name] = totals.get(name, 0) + weight
-            uniform[name] += (1.0 / (queries + 1).double()).sum().item()
-            counts[name] += len(pairs)
-    missing = [name for name in HEAD_PATTERNS if counts[name] == 0]
+    # Imported here: head_names builds on this module (its patterns and attention_maps).
+    from course_utils.head_names import pattern_scores
+
+    # One measurement for the whole course: head_names.pattern_scores, on this module's
+    # attention_maps, keeping this function's four patterns.
+    scores, baseline = pattern_scores(
+        (attention_maps(model, tokenizer, text) for text in texts), texts
+    )
+    missing = [name for name in HEAD_PATTERNS if name not in scores]
     if missing:
         raise ValueError(f"no text has a (query, key) pair for {missing}; give longer texts")
-    scores = {name: (totals[name] / counts[name]).float() for name in HEAD_PATTERNS}
-    baseline = {name: uniform[name] / counts[name] for name in HEAD_PATTERNS}
-    return scores, baseline
+    return (
+        {name: scores[name] for name in HEAD_PATTERNS},
+        {name: baseline[name] for name in HEAD_PATTERNS},
+    )
 
 
 def corpus_windows(text: str, n: int, length: int, seed: int = 0) -> list[str]:

@@ -81,13 +81,19 @@ def use_course_style() -> None:
     logging.getLogger("matplotlib.font_manager").addFilter(_FONT_FILTER)  # idempotent
 
 
-_VISIBLE_WHITESPACE = {" ": "␣", "\n": "\\n", "\t": "\\t"}
+#: Whitespace shown as a visible sign: space ␣, line break ↵, tab ⇥. One character each, so a
+#: label stays upright and readable (a two-character "\\n" was turned 90 degrees); the three
+#: glyphs are in DejaVu Sans, the course's Latin font.
+_VISIBLE_WHITESPACE = {" ": "␣", "\n": "↵", "\t": "⇥"}
 
 
 def _as_labels(tokens: Sequence[str]) -> list[str]:
-    # Make whitespace visible: a heatmap label " " or "\n" would be unreadable.
+    # Make whitespace visible: a heatmap label " " or "\n" would be unreadable. A line break
+    # or tab anywhere would also break the label; a space inside a subword ("a b") reads fine.
     return [
-        "".join(_VISIBLE_WHITESPACE.get(c, c) for c in t) if t.strip() != t or not t else t
+        "".join(_VISIBLE_WHITESPACE.get(c, c) for c in t)
+        if t.strip() != t or not t or "\n" in t or "\t" in t
+        else t
         for t in tokens
     ]
 
@@ -234,6 +240,34 @@ def plot_attention(
     return ax
 
 
+#: The widest figure :func:`plot_attention_heads` draws, in inches: 1250 pixels at the course's
+#: 100 dpi, so its 10-pt labels still show at 8 pt or more on a 1000-pixel page column
+#: (tests/test_figure_width.py: at most 1302 pixels).
+MAX_FIGURE_WIDTH_IN = 12.5
+#: Room for the shared colour bar beside the panels, in inches.
+_COLORBAR_IN = 0.8
+
+
+def _head_grid(heads: int, length: int) -> tuple[int, int, float]:
+    """``(columns, rows, panel size in inches)`` for ``heads`` heatmaps of ``length`` tokens.
+
+    A panel gets 0.15 inch per token plus 1.3 for its tick labels (at least 3.3), and may
+    shrink to 0.13 inch per token to fit :data:`MAX_FIGURE_WIDTH_IN`; below that its 10-pt
+    labels would overlap, so a row holds fewer panels instead. Short sequences (T <= 12) put
+    all heads on one row when they fit, longer ones two columns at most; the rows are then
+    balanced (4 heads that do not fit on one row make 2 x 2, not 3 + 1).
+    """
+    wanted = max(3.3, 0.15 * length + 1.3)
+    smallest = max(3.3, 0.13 * length + 1.3)
+    columns = heads if length <= 12 else min(heads, 2)
+    while columns > 1 and smallest * columns + _COLORBAR_IN > MAX_FIGURE_WIDTH_IN:
+        columns -= 1
+    rows = -(-heads // columns)
+    columns = -(-heads // rows)  # balanced rows
+    panel = min(wanted, (MAX_FIGURE_WIDTH_IN - _COLORBAR_IN) / columns)
+    return columns, rows, panel
+
+
 def plot_attention_heads(
     weights: torch.Tensor,
     tokens: Sequence[str],
@@ -243,7 +277,9 @@ def plot_attention_heads(
     """One heatmap per head with a shared colour scale. ``weights``: ``(h, T, T)``.
 
     Short sequences get one row of panels; longer ones (T > 12) two columns, with panels
-    large enough for one readable label per token. ``head_titles`` names the panels
+    large enough for one readable label per token; the figure is at most
+    :data:`MAX_FIGURE_WIDTH_IN` wide, so a row holds fewer panels when they would not fit
+    (see :func:`_head_grid`). ``head_titles`` names the panels
     (default ``head 0``, ``head 1``, ...), e.g. with what a trained head attends to.
 
     Raises:
@@ -271,9 +307,7 @@ def plot_attention_heads(
         raise ValueError(
             f"head_titles must have one title per head ({heads}), got {len(head_titles)}"
         )
-    columns = heads if length <= 12 else min(heads, 2)
-    rows = -(-heads // columns)
-    panel = max(3.3, 0.15 * length + 1.3)
+    columns, rows, panel = _head_grid(heads, length)
     fig, axes = plt.subplots(
         rows,
         columns,

@@ -48,10 +48,27 @@ def test_plot_attention_labels_and_shape_check():
     weights = torch.softmax(torch.randn(3, 4), dim=-1)
     ax = viz.plot_attention(weights, ["我", "爱", "你"], ["a", " ", "\n", "d"])
     assert [t.get_text() for t in ax.get_yticklabels()] == ["我", "爱", "你"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "␣", "\\n", "d"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "␣", "↵", "d"]
     plt.close("all")
     with pytest.raises(ValueError, match=r"\(3, 3\).*\(3, 4\)"):
         viz.plot_attention(weights, ["a", "b", "c"])
+
+
+def test_whitespace_labels_are_one_visible_upright_sign_the_font_has():
+    # Issue 23: "\\n" was two characters, so the label turned 90 degrees and was unreadable.
+    weights = torch.softmax(torch.randn(2, 6), dim=-1)
+    keys = [" ", "\n", "\t", " the", "a\nb", "a b"]
+    viz.use_course_style()
+    ax = viz.plot_attention(weights, ["q", "r"], keys)
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["␣", "↵", "⇥", "␣the", "a↵b", "a b"]
+    assert [t.get_rotation() for t in ax.get_xticklabels()][:3] == [0.0, 0.0, 0.0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ax.figure.canvas.draw()
+    plt.close("all")
+    plt.rcdefaults()
+    assert not [w for w in caught if "missing from font" in str(w.message)]
 
 
 def test_single_character_labels_stay_upright_longer_ones_turn():
@@ -85,3 +102,31 @@ def test_plot_attention_heads_and_loss_curves_build_figures():
     plt.close("all")
     with pytest.raises(ValueError, match=r"\(h, T, T\)"):
         viz.plot_attention_heads(torch.zeros(3, 3), list("abc"))
+
+
+def _pixel_width(fig) -> int:
+    """Width of the PNG the notebook's inline backend shows (bbox_inches="tight", 100 dpi)."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return Image.open(buffer).width
+
+
+@pytest.mark.parametrize(
+    ("heads", "length", "columns"),
+    [(3, 6, 3), (4, 6, 2), (8, 6, 3), (4, 27, 2), (4, 32, 2), (4, 48, 1), (2, 90, 1)],
+)
+def test_plot_attention_heads_fits_a_page_column(heads, length, columns):
+    # Issue 23: 10-pt labels must show at 8 pt or more on a 1000-px page, so a figure may be
+    # at most 1302 px wide (tests/test_figure_width.py). Four heads of six tokens on one row
+    # were 1407 px, two columns of 32 tokens 1307 px.
+    weights = torch.softmax(torch.randn(heads, length, length), dim=-1)
+    fig = viz.plot_attention_heads(weights, ["x"] * length)
+    panels = [ax for ax in fig.axes[:heads]]
+    assert len({round(ax.get_position().x0, 3) for ax in panels}) == columns
+    assert fig.get_figwidth() <= viz.MAX_FIGURE_WIDTH_IN
+    assert _pixel_width(fig) <= 1302
