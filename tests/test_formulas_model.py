@@ -83,3 +83,10 @@ def test_embedding_sizes_start_at_one():
     )
     with pytest.raises(ValueError, match="vocab_size"):
         TokenEmbedding(vocab_size=0, d_model=4)
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0, float("inf"), float("nan")])
+def test_generate_refuses_temperatures_outside_zero_to_infinity(temperature):
+    """T must be in (0, inf): T = inf would make every token equally likely (and NaN logits)."""
+    with pytest.raises(ValueError, match="temperature"):
+        _model().generate(torch.tensor([[1]]), max_new_tokens=1, temperature=temperature)
