@@ -87,9 +87,19 @@ def use_course_style() -> None:
 _VISIBLE_WHITESPACE = {" ": "␣", "\n": "↵", "\t": "⇥"}
 
 
-def _as_labels(tokens: Sequence[str]) -> list[str]:
-    # Make whitespace visible: a heatmap label " " or "\n" would be unreadable. A line break
-    # or tab anywhere would also break the label; a space inside a subword ("a b") reads fine.
+def visible_labels(tokens: Sequence[str]) -> list[str]:
+    """Tick labels with whitespace made visible: ``" "`` -> ␣, ``"\\n"`` -> ↵, ``"\\t"`` -> ⇥.
+
+    A label that is or starts/ends with whitespace, or holds a line break or tab anywhere
+    (which would break the label), gets the signs; a space inside a subword ("a b") reads
+    fine and stays. The heatmaps of this module label their axes with it.
+
+    Args:
+        tokens: a list of str (or one str of characters).
+
+    Returns:
+        one str per token.
+    """
     return [
         "".join(_VISIBLE_WHITESPACE.get(c, c) for c in t)
         if t.strip() != t or not t or "\n" in t or "\t" in t
@@ -230,8 +240,8 @@ def plot_attention(
     ax = ax or plt.subplots(figsize=(4.5, 4))[1]
     image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
     title = _mark_nan(ax, weights, title)
-    _set_key_labels(ax, _as_labels(key_tokens))
-    ax.set_yticks(range(len(query_tokens)), _as_labels(query_tokens))
+    _set_key_labels(ax, visible_labels(key_tokens))
+    ax.set_yticks(range(len(query_tokens)), visible_labels(query_tokens))
     ax.set_xlabel("key position (attended to)")
     ax.set_ylabel("query position (attending)")
     ax.set_title(title)
