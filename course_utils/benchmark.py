@@ -181,7 +181,9 @@ def benchmark_training(
 
     measured, rounds_done = _measure_rounds(plan, model_config, train_config, data, log)
     rows = [
-        _result_row(variant, record, tokens_per_step, flops, machine.peak)
+        _result_row(
+            variant, record, tokens_per_step, flops, machine.peak, _precision(plan, variant)
+        )
         for variant, record in measured.items()
     ]
     return {
@@ -342,20 +344,33 @@ def _measure_rounds(
     return measured, rounds_done
 
 
+def _precision(plan: _Plan, variant: tuple[str, str, bool]) -> str:
+    """The precision a variant's dtype request runs in on the plan's device: a "bfloat16"
+    row runs float16 with a gradient scaler on compute capability 7.x (a T4), and on a CPU
+    rehearsing one (``COURSE_REHEARSE=cuda-fp16``)."""
+    from course_utils.training.precision import device_precision
+
+    config = TrainConfig(batch_size=1, max_iters=1, autocast_dtype=variant[1])
+    return device_precision(plan.device, config)
+
+
 def _result_row(
     variant: tuple[str, str, bool],
     record: dict,
     tokens_per_step: int,
     flops: int,
     peak: float | None,
+    precision: str | None = None,
 ) -> dict:
-    """One row of the result: a variant's median rate and what follows from it."""
+    """One row of the result: a variant's median rate and what follows from it;
+    ``precision`` is what the dtype request ran as (``"bf16"``, ``"fp16"``, ``"fp32"``)."""
     path, dtype, compiled = variant
     rate = statistics.median(record["rates"]) if record["rates"] else None
     memory = [m for m in record["memory"] if m is not None]
     return {
         "path": path,
         "dtype": dtype,
+        "precision": precision,
         "compiled": compiled,
         "tokens_per_second": rate,
         "tokens_per_second_each_round": record["rates"],

@@ -54,7 +54,7 @@ def _setup_lines(results: dict) -> list[str]:
 
 def _row_line(row: dict, first: float | None, gpu: bool) -> str:
     """One variant's line of the table (``first``: the tokens/s that is 1.00x)."""
-    label = f"{row['path']:<9} {row['dtype']:<9} {'compile' if row['compiled'] else 'eager':<8}"
+    label = f"{row['path']:<9} {shown_dtype(row):<9} {'compile' if row['compiled'] else 'eager':<8}"
     if not row["tokens_per_second"]:
         return f"{label} failed: {row.get('error') or 'not measured'}"
     memory = _mebibytes(row["peak_memory_bytes"])
@@ -88,15 +88,21 @@ def _legend_lines(results: dict, gpu: bool) -> list[str]:
     ]
 
 
+def shown_dtype(row: dict) -> str:
+    """The format a row ran in: its dtype request, except that a "bfloat16" request runs
+    float16 (with a gradient scaler) on compute capability 7.x (``row["precision"]``)."""
+    return "float16" if row.get("precision") == "fp16" else row["dtype"]
+
+
 def ratio_lines(rows: list[dict]) -> list[str]:
     """``fast / teaching`` and ``fast / peer`` speed ratios for each (dtype, mode) measured."""
     lines = []
-    groups = sorted({(row["dtype"], row["compiled"]) for row in rows})
+    groups = sorted({(shown_dtype(row), row["compiled"]) for row in rows})
     for dtype, compiled in groups:
         rate = {
             row["path"]: row["tokens_per_second"]
             for row in rows
-            if (row["dtype"], row["compiled"]) == (dtype, compiled) and row["tokens_per_second"]
+            if (shown_dtype(row), row["compiled"]) == (dtype, compiled) and row["tokens_per_second"]
         }
         if "fast" not in rate:
             continue

@@ -70,7 +70,7 @@ def test_notebook_runs_top_to_bottom_in_each_mode(name, mode, tmp_path, monkeypa
 def test_commands_take_the_gpu_branch(mode, tmp_path, monkeypatch, capsys):
     """make train / record / bench with CONFIG=gpu, shrunk: the GPU's precision on the CPU."""
     from course_utils import record, train
-    from course_utils.benchmark import benchmark_training
+    from course_utils.benchmark import benchmark_table, benchmark_training
 
     monkeypatch.setenv(REHEARSAL_ENV, mode)
     monkeypatch.chdir(tmp_path)  # checkpoints/ and checkpoints/rehearsal/ land here
@@ -87,6 +87,10 @@ def test_commands_take_the_gpu_branch(mode, tmp_path, monkeypatch, capsys):
     results = benchmark_training("cpu", config="gpu")
     assert {row["dtype"] for row in results["rows"]} == {"float32", "bfloat16"}
     assert all(row["error"] is None for row in results["rows"])
+    ran_as = {row["precision"] for row in results["rows"] if row["dtype"] == "bfloat16"}
+    assert ran_as == {PRECISION[mode]}  # a T4 runs the "bfloat16" rows in float16
+    table = benchmark_table(results)
+    assert (" float16 " in table) == (mode == "cuda-fp16")
     spec = importlib.util.spec_from_file_location(
         "train_throughput", ROOT / "benchmarks" / "train_throughput.py"
     )
