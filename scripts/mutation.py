@@ -301,9 +301,12 @@ def previous_mutants(entry: dict) -> list[Mutant]:
     return listed
 
 
-def recheck_candidates(entry: dict, candidates: list[Candidate]) -> list[Candidate]:
-    """The candidates that are the survivors of ``entry`` (same operator and occurrence, on
-    the same line); the module must not have changed since (same mutant population)."""
+def recheck_candidates(
+    entry: dict, candidates: list[Candidate], source: str | None = None
+) -> list[Candidate]:
+    """The candidates that are the survivors of ``entry``: same operator and occurrence, on
+    a line with the same text (``source``, the module now: lines elsewhere may have moved) or
+    else the same line number. The mutant population must be the same size as then."""
     if entry["population"] != len(candidates):
         raise SystemExit(
             f"mutation: {entry['module']} has {len(candidates)} mutants now, "
@@ -313,7 +316,13 @@ def recheck_candidates(entry: dict, candidates: list[Candidate]) -> list[Candida
     chosen = []
     for m in entry["survivors"]:
         candidate = by_key.get((m["operator"], m["occurrence"]))
-        if candidate is None or candidate.line != m["line"]:
+        if candidate is not None and source is not None and m["original"]:
+            lines = source.splitlines()
+            now = lines[candidate.line - 1].strip() if candidate.line <= len(lines) else None
+            same = now == m["original"]
+        else:
+            same = candidate is not None and candidate.line == m["line"]
+        if not same:
             raise SystemExit(
                 f"mutation: survivor {m['module']}:{m['line']} {m['operator']} is no longer "
                 "the same mutant: run the module whole (without --recheck)"
@@ -579,7 +588,8 @@ def run_module(module: str, args: argparse.Namespace, config: dict, equivalents)
     if args.recheck:
         if previous_entry is None:
             raise SystemExit(f"mutation: --recheck needs an earlier run of {module} in the report")
-        chosen = recheck_candidates(previous_entry, candidates)
+        source = (scratch / module).read_text(encoding="utf-8")
+        chosen = recheck_candidates(previous_entry, candidates, source)
     else:
         chosen = sample(candidates, args.sample, args.seed, module)
     print(

@@ -286,6 +286,12 @@ def test_recheck_reruns_only_the_survivors_and_keeps_the_rest(mutation):
     assert mutation.summarise(mutation.previous_mutants(legacy))["counts"] == entry["counts"]
     with pytest.raises(SystemExit, match="changed"):
         mutation.recheck_candidates(entry, candidates[:8])
+    # lines moved (code removed above them): matched by their text, not their number
+    moved = [mutation.Candidate(c.job_id, c.operator, c.occurrence, c.line + 2) for c in candidates]
+    source = "\n".join("a" if n in (8, 9) else "other" for n in range(1, 12))
+    assert [c.line for c in mutation.recheck_candidates(entry, moved, source)] == [8, 9]
+    with pytest.raises(SystemExit, match="no longer"):
+        mutation.recheck_candidates(entry, moved, "\n".join(["other"] * 12))
 
 
 def test_reclassify_applies_the_reviewed_equivalents_to_an_old_entry(mutation):
