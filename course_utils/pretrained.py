@@ -1,9 +1,10 @@
 """The small trained model the course ships: the ``baby`` preset after ``make checkpoint``.
 
 Notebooks before 12 use it to show what *trained* attention heads do, and notebook 13 to
-generate text, without training anything themselves. :func:`head_pattern_scores` measures how
-much each head attends to a few named positions (the previous character, the start of the
-word, ...), so a notebook names a head from numbers as well as from its heatmap. The weights live in
+generate text, without training anything themselves. :func:`pattern_pairs` gives the named
+positions a head may attend to (the previous character, the start of the word, ...), and
+:func:`head_pattern_scores` how much each head attends to them, measured by
+:mod:`course_utils.head_names`, which names the heads from these numbers. The weights live in
 ``assets/checkpoints/baby.pt``; the tokenizer is rebuilt from the corpus (a sorted character
 vocabulary, so the ids are the ones the model was trained with).
 """
