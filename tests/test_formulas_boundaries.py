@@ -50,3 +50,22 @@ def test_ids_that_cannot_become_an_array_get_a_type_error():
     ids = [torch.tensor(1.0, requires_grad=True), torch.tensor(2.0, requires_grad=True)]
     with pytest.raises(TypeError, match="token ids must be a tensor of integer ids"):
         as_token_ids(ids, vocab_size=10)
+
+
+def test_a_one_channel_sinusoidal_table_is_refused_as_odd():
+    """d_model = 1 is a positive size but has no sin/cos pair: the error says why."""
+    from course_utils.positional import sinusoidal_positional_encoding
+
+    with pytest.raises(ValueError, match="even"):
+        sinusoidal_positional_encoding(4, 1)
+    assert sinusoidal_positional_encoding(4, 2).shape == (4, 2)
+
+
+@pytest.mark.parametrize("seed", [2**64, 2**64 + 1, -1])
+def test_seeds_outside_the_generator_range_are_refused_by_the_course(seed):
+    """torch.Generator takes seeds in [0, 2**64); outside it the course names the range."""
+    from course_utils.sampling import seeded_generator
+
+    with pytest.raises(ValueError, match="below 2\\*\\*64"):
+        seeded_generator(seed)
+    assert seeded_generator(2**64 - 1).initial_seed() == 2**64 - 1
