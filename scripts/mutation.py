@@ -126,17 +126,53 @@ def _defining(module: str, name: str, root: Path) -> set[str]:
     return {source} if source else set()
 
 
+def _dotted_attribute(node: ast.AST) -> str | None:
+    """``a.b.c`` for an attribute chain on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _resolve_attribute(dotted_name: str, root: Path) -> set[str]:
+    """``course_utils.training.train`` -> the module the name lives in (following the
+    package's re-export) and the modules on the way."""
+    parts = dotted_name.split(".")
+    found = set()
+    for end in range(len(parts), 0, -1):
+        module = ".".join(parts[:end])
+        if _module_file(module, root) is not None:
+            found.add(module)
+            if end < len(parts):
+                source = _reexports(module, root).get(parts[end])
+                if source:
+                    found.add(source)
+                    found.update(_defining(source, parts[end], root))
+            break
+    return found
+
+
 def imported_modules(source: str, root: Path = ROOT, current: str = "") -> set[str]:
     """The ``course_utils`` modules a file imports, each resolved to the module that defines
     the imported name (``from course_utils.training import make_optimizer`` ->
     ``course_utils.training.schedule``; ``from course_utils import model`` ->
-    ``course_utils.model``). Imports inside functions count too."""
+    ``course_utils.model``; ``from course_utils import training`` then ``training.train(...)``
+    -> ``course_utils.training.loop``). Imports inside functions count too."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    bound: dict[str, str] = {}  # a name in the file -> the course_utils module it holds
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == PACKAGE:
                     found.add(alias.name)
+                    if alias.asname:
+                        bound[alias.asname] = alias.name
+                    else:
+                        bound[PACKAGE] = PACKAGE
         elif isinstance(node, ast.ImportFrom):
             base = _absolute(node, current, is_package=False) if node.level else node.module
             if not base or base.split(".")[0] != PACKAGE:
@@ -147,10 +183,18 @@ def imported_modules(source: str, root: Path = ROOT, current: str = "") -> set[s
                 submodule = f"{base}.{alias.name}"
                 if _module_file(submodule, root) is not None:
                     found.add(submodule)
+                    bound[alias.asname or alias.name] = submodule
                 elif alias.name in exports:
                     found.add(exports[alias.name])
                     # one more hop: a package re-exporting a module's re-export
                     found.update(_defining(exports[alias.name], alias.name, root))
+    if bound:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Store):
+                name = _dotted_attribute(node)
+                head = name.split(".")[0] if name else None
+                if head in bound:
+                    found.update(_resolve_attribute(bound[head] + name[len(head) :], root))
     return found
 
 

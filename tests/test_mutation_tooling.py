@@ -66,6 +66,16 @@ def test_imports_are_resolved_to_the_defining_module(mutation, fake_repo):
     found = mutation.imported_modules("from course_utils.encdec import Cross\n", fake_repo)
     assert "course_utils.blocks" in found
     assert mutation.imported_modules("import torch\nfrom os import path\n", fake_repo) == set()
+    # a package imported as a name, its functions reached as attributes
+    uses = "from course_utils import training\n\ndef f():\n    training.make_optimizer()\n"
+    assert "course_utils.training.schedule" in mutation.imported_modules(uses, fake_repo)
+    uses = "import course_utils.training as t\nt.make_optimizer\n"
+    assert "course_utils.training.schedule" in mutation.imported_modules(uses, fake_repo)
+    uses = "import course_utils.training\ncourse_utils.training.make_optimizer()\n"
+    assert "course_utils.training.schedule" in mutation.imported_modules(uses, fake_repo)
+    assert "course_utils.training.schedule" not in mutation.imported_modules(
+        "from course_utils import training\n", fake_repo
+    )
 
 
 def test_tests_for_module_own_tests_first_then_formulas(mutation, fake_repo):
