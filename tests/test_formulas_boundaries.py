@@ -69,3 +69,12 @@ def test_seeds_outside_the_generator_range_are_refused_by_the_course(seed):
     with pytest.raises(ValueError, match="below 2\\*\\*64"):
         seeded_generator(seed)
     assert seeded_generator(2**64 - 1).initial_seed() == 2**64 - 1
+
+
+@pytest.mark.parametrize("head_dim", [0, 3])
+def test_rotary_needs_a_positive_even_head_dim(head_dim):
+    from course_utils.positional import RotaryEmbedding
+
+    with pytest.raises(ValueError, match="head_dim"):
+        RotaryEmbedding(head_dim, max_len=4)
+    assert RotaryEmbedding(2, max_len=4)(torch.ones(4, 2)).shape == (4, 2)
