@@ -146,3 +146,37 @@ def test_gpt2_124m_offline_prints_one_line_and_returns_none(capsys):
     assert hf_weights.load_gpt2_124m() is None  # the tests' network guard blocks the download
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("offline") and "GPT-2 124M" in lines[0]
+
+
+def test_gpt2_124m_config_is_transformers_default_gpt2():
+    assert hf_weights.config_from_transformers(GPT2Config()) == hf_weights.gpt2_124m_config()
+
+
+def test_gpt2_124m_online_path_loads_the_hub_file_layout(tmp_path, monkeypatch):
+    """The online branch, with the download replaced by a local file laid out as the hub's
+    model.safetensors (no "transformer." prefix, no lm_head: it is tied)."""
+    from safetensors.torch import save_file
+
+    reference = scrambled(reference_models()["gpt2"])
+    hub_layout = {
+        k.removeprefix("transformer."): v.contiguous()
+        for k, v in reference.state_dict().items()
+        if k != "lm_head.weight"
+    }
+    path = tmp_path / "model.safetensors"
+    save_file(hub_layout, str(path))
+
+    class Connection:
+        def close(self):
+            pass
+
+    import huggingface_hub
+
+    monkeypatch.setattr(hf_weights.socket, "create_connection", lambda *a, **k: Connection())
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda repo, name: str(path))
+    small = from_transformers(reference).config
+    monkeypatch.setattr(hf_weights, "gpt2_124m_config", lambda: small)
+    model = hf_weights.load_gpt2_124m()
+    ids = torch.randint(0, 84, (2, 10))
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids)[0], reference(ids).logits, atol=1e-5, rtol=0)
