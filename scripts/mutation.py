@@ -267,6 +267,7 @@ class Equivalent:
     original: str
     mutated: str
     reason: str
+    line: int | None = None  # only where the same change elsewhere in the file is not equivalent
 
 
 def load_equivalents(path: Path = EQUIVALENTS_PATH) -> list[Equivalent]:
@@ -289,6 +290,7 @@ def load_equivalents(path: Path = EQUIVALENTS_PATH) -> list[Equivalent]:
                 entry["original"].strip(),
                 entry["mutated"].strip(),
                 entry["reason"].strip(),
+                entry.get("line"),
             )
         )
     return result
@@ -297,11 +299,17 @@ def load_equivalents(path: Path = EQUIVALENTS_PATH) -> list[Equivalent]:
 def classify(mutants: list[Mutant], equivalents: list[Equivalent]) -> list[Mutant]:
     """Survivors that match a reviewed equivalent (same module, same line before and after)
     become ``equivalent``, with its reason."""
-    table = {(e.module, e.original, e.mutated): e.reason for e in equivalents}
     for mutant in mutants:
         key = (mutant.module, mutant.original.strip(), mutant.mutated.strip())
-        if mutant.outcome == "survived" and key in table:
-            mutant.outcome, mutant.reason = "equivalent", table[key]
+        for e in equivalents:
+            same_line = e.line is None or e.line == mutant.line
+            if (
+                mutant.outcome == "survived"
+                and (e.module, e.original, e.mutated) == key
+                and same_line
+            ):
+                mutant.outcome, mutant.reason = "equivalent", e.reason
+                break
     return mutants
 
 

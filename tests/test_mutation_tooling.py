@@ -253,6 +253,9 @@ def test_committed_equivalents_name_lines_that_exist(mutation):
             line.strip() for line in (ROOT / e.module).read_text(encoding="utf-8").splitlines()
         }
         assert e.original in lines, f"{e.module}: {e.original!r} is no longer in the file"
+        if e.line is not None:  # pinned to a line: that line must still be the one reviewed
+            source = (ROOT / e.module).read_text(encoding="utf-8").splitlines()
+            assert source[e.line - 1].strip() == e.original, f"{e.module}:{e.line} moved"
         assert e.original != e.mutated and e.reason
 
 
@@ -312,6 +315,8 @@ def test_reclassify_applies_the_reviewed_equivalents_to_an_old_entry(mutation):
     ]
     entry = {"module": "course_utils/x.py", "population": 3, **mutation.summarise(old)}
     equivalents = [mutation.Equivalent("course_utils/x.py", "if p > 0:", "if p >= 0:", "why")]
+    pinned = [mutation.Equivalent("course_utils/x.py", "if p > 0:", "if p >= 0:", "why", line=2)]
+    assert mutation.reclassify(entry, pinned)["counts"]["equivalent"] == 0  # survivor on line 1
     fresh = mutation.reclassify(entry, equivalents)
     assert fresh["counts"]["equivalent"] == 1 and fresh["counts"]["survived"] == 1
     assert fresh["survivors"][0]["original"] == "x = 1"
