@@ -1,0 +1,61 @@
+"""Values compared by equality, not identity.
+
+``x is 300`` or ``kind is "sinusoidal"`` happens to hold in CPython for small ints (-5..256)
+and for strings written as literals, so tests with small sizes and literal names cannot tell
+``is`` from ``==``. Here the sizes are above 256 and the names are built at run time (as
+from a JSON config or a checkpoint).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course_utils.config import ModelConfig, TrainConfig
+from course_utils.kv_cache import KVCache
+from course_utils.model import TinyDecoder
+from course_utils.positional import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    additive_positions,
+)
+from course_utils.rmsnorm import RMSNorm
+from course_utils.training import train
+
+
+def _runtime(text: str) -> str:
+    """The same text as a new, non-interned string object."""
+    return "".join(list(text))
+
+
+def test_position_kinds_named_at_run_time():
+    kind = _runtime("sinusoidal")
+    assert kind == "sinusoidal" and kind is not "sinusoidal"  # noqa: F632
+    assert isinstance(additive_positions(kind, 8, 4), SinusoidalPositionalEncoding)
+    assert isinstance(additive_positions(_runtime("learned"), 8, 4), LearnedPositionalEmbedding)
+    assert isinstance(additive_positions(_runtime("rope"), 8, 4), torch.nn.Identity)
+
+
+def test_rmsnorm_of_more_than_256_channels():
+    x = torch.randn(2, 300)
+    expected = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + RMSNorm(300).eps)
+    torch.testing.assert_close(RMSNorm(300)(x), expected)
+
+
+def test_the_last_step_is_evaluated_past_256_steps():
+    """max_iters = 260 with eval_interval = 100: evaluations at 100, 200 and the end, 260."""
+    torch.manual_seed(0)
+    model = TinyDecoder(ModelConfig(vocab_size=8, block_size=4, d_model=8, n_heads=2, n_layers=1))
+    stream = torch.randint(8, (400,), generator=torch.Generator().manual_seed(0))
+    config = TrainConfig(
+        batch_size=1, max_iters=260, warmup_iters=1, eval_interval=100, eval_iters=1, seed=0
+    )
+    history = train(model, stream[:300], stream[300:], config, progress=False)
+    assert history.step == [100, 200, 260]
+
+
+@pytest.mark.parametrize("v_shape", [(1, 2, 3, 5), (1, 2, 4, 4), (1, 2, 3, 3)])
+def test_keys_and_values_of_other_shapes_are_refused(v_shape):
+    """k and v must have the same (B, h, T_new, d_k), whichever is larger."""
+    with pytest.raises(ValueError, match="k and v must both be"):
+        KVCache().append(0, torch.zeros(1, 2, 3, 4), torch.zeros(v_shape))
