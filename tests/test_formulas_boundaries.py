@@ -78,3 +78,12 @@ def test_rotary_needs_a_positive_even_head_dim(head_dim):
     with pytest.raises(ValueError, match="head_dim"):
         RotaryEmbedding(head_dim, max_len=4)
     assert RotaryEmbedding(2, max_len=4)(torch.ones(4, 2)).shape == (4, 2)
+
+
+def test_swiglu_width_of_the_smallest_mlp():
+    """d_ff = 1 rounds up to one multiple (8); d_ff = 0 is no MLP and is refused."""
+    from course_utils.swiglu import swiglu_hidden_width
+
+    assert swiglu_hidden_width(1) == 8 and swiglu_hidden_width(12, multiple_of=1) == 8
+    with pytest.raises(ValueError, match="d_ff"):
+        swiglu_hidden_width(0)
