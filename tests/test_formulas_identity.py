@@ -42,16 +42,30 @@ def test_rmsnorm_of_more_than_256_channels():
     torch.testing.assert_close(RMSNorm(300)(x), expected)
 
 
-def test_the_last_step_is_evaluated_past_256_steps():
-    """max_iters = 260 with eval_interval = 100: evaluations at 100, 200 and the end, 260."""
+def test_the_last_step_is_evaluated_and_saved_once_past_256_steps(tmp_path, monkeypatch):
+    """max_iters = 260 with eval_interval = 100: evaluations (and checkpoints) at 100, 200
+    and the end, 260; the end is not saved a second time."""
+    import course_utils.training.loop as loop
+
+    saved = []
+    real_save = loop.save_checkpoint
+
+    def counting_save(path, model, optimizer, step, *args, **kwargs):
+        saved.append(step)
+        return real_save(path, model, optimizer, step, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "save_checkpoint", counting_save)
     torch.manual_seed(0)
     model = TinyDecoder(ModelConfig(vocab_size=8, block_size=4, d_model=8, n_heads=2, n_layers=1))
     stream = torch.randint(8, (400,), generator=torch.Generator().manual_seed(0))
     config = TrainConfig(
         batch_size=1, max_iters=260, warmup_iters=1, eval_interval=100, eval_iters=1, seed=0
     )
-    history = train(model, stream[:300], stream[300:], config, progress=False)
+    history = train(
+        model, stream[:300], stream[300:], config, checkpoint_path=tmp_path / "c.pt", progress=False
+    )
     assert history.step == [100, 200, 260]
+    assert saved == [100, 200, 260]
 
 
 @pytest.mark.parametrize("v_shape", [(1, 2, 3, 5), (1, 2, 4, 4), (1, 2, 3, 3)])
