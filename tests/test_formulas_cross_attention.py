@@ -65,3 +65,18 @@ def test_swiglu_refuses_another_width(width):
 def test_swiglu_of_more_than_256_channels():
     ffn = SwiGLUFeedForward(300, 8)
     assert ffn(torch.randn(2, 300)).shape == (2, 300)
+
+
+def test_decoder_block_keeps_attention_weights_only_when_asked():
+    """By default the fast path runs and no (B, h, T, T) weights are kept in memory."""
+    from course_utils.encoder_decoder_blocks import CrossDecoderBlock
+
+    torch.manual_seed(0)
+    block = CrossDecoderBlock(D_MODEL, H, 48).eval()
+    y, memory = torch.randn(2, 4, D_MODEL), torch.randn(2, 5, D_MODEL)
+    fast = block(y, memory)
+    assert block.self_attention.attention_weights is None
+    assert block.cross_attention.attention_weights is None
+    explicit = block(y, memory, need_weights=True)
+    assert block.cross_attention.attention_weights.shape == (2, H, 4, 5)
+    torch.testing.assert_close(fast, explicit)
