@@ -165,7 +165,8 @@ bench: setup
 # `make rerecord`'s positional-rope-seedN), then the KV-cache memory and the interleaved
 # time-per-step benchmark. Re-execute notebook 15 afterwards.
 compare-blocks: setup
-	@for run in "modern 1" "modern 2" "modern 3" "gqa-kv1 1" "gqa-kv4 1"; do \
+	@for run in "modern 1" "modern 2" "modern 3" "gqa-kv1 1" "gqa-kv4 1" \
+		"gqa-kv1 2" "gqa-kv4 2" "gqa-kv1 3" "gqa-kv4 3"; do \
 		set -- $$run; test -f assets/runs/blocks-$$1-seed$$2.json || \
 		OMP_NUM_THREADS=1 $(PY) -m course_utils.compare_blocks train --arm $$1 --seed $$2 || exit 1; \
 	done
