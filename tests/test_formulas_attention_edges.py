@@ -48,3 +48,15 @@ def test_greedy_decode_may_fill_max_len_exactly_and_no_more():
 def test_greedy_decode_start_must_be_b_by_t0(start):
     with pytest.raises(ValueError, match="start must be"):
         _model().greedy_decode(torch.tensor([[1, 2, 3], [4, 5, 6]]), start.long(), 12, 2)
+
+
+def test_ids_zero_are_legal_pad_and_eos_and_negative_ones_are_not():
+    """Id 0 is a token like any other (often <pad> or <eos>); -1 is no id."""
+    model = _model()
+    out = model.greedy_decode(torch.tensor([[1, 2]]), torch.ones(1, 1, dtype=torch.long), 0, 2)
+    assert out.shape[0] == 1
+    settings = dict(src_vocab_size=11, tgt_vocab_size=13, d_model=24, n_heads=3, d_ff=48)
+    settings |= dict(n_encoder_layers=1, n_decoder_layers=1, max_len=6)
+    assert EncoderDecoderConfig(**settings, pad_id=0).pad_id == 0
+    with pytest.raises(ValueError, match="pad_id"):
+        EncoderDecoderConfig(**settings, pad_id=-1)
