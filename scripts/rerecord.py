@@ -39,7 +39,14 @@ def planned_commands(out_dir: Path, extra: list[str]) -> list[tuple[list[str], P
         for seed in SEEDS:
             argv = [*base, "--config", "baby", "--positional", kind, "--seed", str(seed)]
             plan.append((argv, out_dir / f"positional-{kind}-seed{seed}.json"))
-    return [([*argv, *extra, "--out", str(out)], out) for argv, out in plan]
+    return [([*argv, *extra, "--out", _shown_path(out)], out) for argv, out in plan]
+
+
+def _shown_path(path: Path) -> str:
+    """The path relative to the repository when it is inside it (records store the command, and
+    a reader's checkout is elsewhere), else as given."""
+    path = Path(path).resolve()
+    return str(path.relative_to(REPOSITORY)) if path.is_relative_to(REPOSITORY) else str(path)
 
 
 def main(argv: list[str] | None = None) -> int:
