@@ -75,3 +75,25 @@ def test_attention_weights_are_kept_only_when_asked():
     assert block.attention.attention_weights is None
     block(x, need_weights=True)
     assert block.attention.attention_weights.shape == (2, 4, 5, 5)
+
+
+def test_the_n_kv_heads_hints_list_every_divisor_of_n_heads():
+    """n_heads = 4: valid n_kv_heads are 1, 2 and 4 (4 = multi-head attention itself)."""
+    from course_utils.gqa import GroupedQueryAttention
+
+    with pytest.raises(ValueError) as info:
+        GroupedQueryAttention(64, 4, n_kv_heads=3)
+    assert "valid n_kv_heads: [1, 2, 4]" in str(info.value)
+    with pytest.raises(ValueError) as info:
+        _config(n_kv_heads=3)
+    assert "valid: [1, 2, 4]" in str(info.value)
+
+
+def test_leading_dims_mismatch_names_each_tensors_leading_dims():
+    """3-D (B, T, d) inputs: the leading dims are (B,), not (B, T)."""
+    from course_utils.attention import scaled_dot_product_attention
+
+    q, k, v = torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), torch.zeros(5, 3, 4)
+    with pytest.raises(ValueError) as info:
+        scaled_dot_product_attention(q, k, v)
+    assert "got (2,), (2,), (5,)" in str(info.value)
