@@ -54,3 +54,23 @@ def test_resumed_ranks_get_streams_that_depend_on_rank_and_step(tmp_path, monkey
     for i, a in enumerate(keys):
         for b in keys[i + 1 :]:
             assert not torch.equal(draws[a], draws[b]), (a, b)
+
+
+def test_history_seconds_adds_up_the_elapsed_time(tmp_path, monkeypatch):
+    """history.seconds is the sum of (end - start) of each stretch of training, measured
+    here on a fake clock far from 0 that advances 1 ms per reading: well under a second."""
+    readings = iter(range(10**6))
+
+    def fake_clock() -> float:
+        return 1_000_000.0 + next(readings) / 1000
+
+    monkeypatch.setattr(loop.time, "perf_counter", fake_clock)
+    torch.manual_seed(0)
+    model = TinyDecoder(ModelConfig(vocab_size=8, block_size=4, d_model=8, n_heads=2, n_layers=1))
+    stream = torch.randint(8, (200,), generator=torch.Generator().manual_seed(0))
+    config = TrainConfig(batch_size=1, max_iters=6, warmup_iters=1, eval_interval=2, eval_iters=1)
+    history = train(
+        model, stream[:150], stream[150:], config, checkpoint_path=tmp_path / "c.pt", progress=False
+    )
+    monkeypatch.undo()
+    assert 0 < history.seconds < 0.5, history.seconds
