@@ -29,6 +29,7 @@ import torch
 from course_utils.benchmark_variant import measure_variant, reset_peak_rss
 from course_utils.config import ModelConfig, TrainConfig, get_config
 from course_utils.model import TinyDecoder
+from course_utils.record_conditions import cpu_model
 from course_utils.rehearsal import acting_device_type, rehearsal_mode, rehearsal_overrides
 from course_utils.training import enable_tf32, unwrap_model
 
@@ -94,15 +95,6 @@ def flops_per_token(model: TinyDecoder) -> int:
     return 6 * non_embedding_parameters(model) + attention
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def _benchmark_data() -> tuple[torch.Tensor, int, str]:
@@ -276,7 +268,7 @@ def _describe_machine(device: torch.device) -> _Machine:
         name = torch.cuda.get_device_name(device)
         memory_kind = "torch.cuda.max_memory_allocated (reset before each variant)"
         return _Machine(name, *peak_bf16_flops(name), memory_kind)
-    name = _cpu_name() if device.type == "cpu" else device.type
+    name = cpu_model() if device.type == "cpu" else device.type
     if reset_peak_rss():
         memory_kind = (
             "peak RSS of the process, resource.getrusage (reset before each variant; "

@@ -51,7 +51,7 @@ import torch
 
 from course_utils.assets import ASSETS_DIR
 from course_utils.config import POSITIONAL_KINDS, PRESETS
-from course_utils.record_conditions import ConditionsProbe, conditions_of
+from course_utils.record_conditions import ConditionsProbe, conditions_of, cpu_model
 from course_utils.record_report import (  # noqa: F401  (notebook 12's helpers, re-exported)
     T4_PEAK_FLOPS,
     plot_run_beside,
@@ -114,8 +114,6 @@ def device_slug(device: torch.device | str) -> str:
 def describe_record_device(device: torch.device | str) -> dict:
     """``{"type", "name", "capability"}`` of ``device`` (capability ``[major, minor]`` on
     CUDA, else ``None``)."""
-    from course_utils.benchmark import _cpu_name
-
     device = torch.device(device)
     if device.type == "cuda":
         return {
@@ -123,7 +121,7 @@ def describe_record_device(device: torch.device | str) -> dict:
             "name": torch.cuda.get_device_name(device),
             "capability": list(torch.cuda.get_device_capability(device)),
         }
-    name = _cpu_name() if device.type == "cpu" else device.type
+    name = cpu_model() if device.type == "cpu" else device.type
     return {"type": device.type, "name": name, "capability": None}
 
 
