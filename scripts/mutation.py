@@ -570,6 +570,9 @@ def test_command(tests: list[str], deselect: list[str] = (), stop_first: bool = 
     )
 
 
+_SCRATCH: list[Path] = []
+
+
 def run_module(module: str, args: argparse.Namespace, config: dict, equivalents) -> dict:
     """Mutate one module in a scratch copy and return its report entry."""
     from cosmic_ray.commands import init as cosmic_ray_init
@@ -578,6 +581,7 @@ def run_module(module: str, args: argparse.Namespace, config: dict, equivalents)
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
     scratch = Path(tempfile.mkdtemp(prefix=f"mutation-{Path(module).stem}-", dir=args.workdir))
+    _SCRATCH.append(scratch)  # removed by main() however the run ends (unless --keep)
     copy_tree(ROOT, scratch, args.source)
     if not (scratch / module).is_file():
         raise SystemExit(
@@ -685,8 +689,6 @@ def run_module(module: str, args: argparse.Namespace, config: dict, equivalents)
         os.environ.clear()
         os.environ.update(old_env)
     elapsed = time.perf_counter() - begin
-    if not args.keep:
-        shutil.rmtree(scratch, ignore_errors=True)
     if previous_entry is not None:
         mutants = merge_recheck(previous_mutants(previous_entry), mutants)
     summary = summarise(classify(mutants, equivalents))
@@ -813,6 +815,15 @@ def main(argv: list[str] | None = None) -> int:
         fresh = {k: reclassify(v, equivalents) for k, v in entries.items() if k in wanted}
         print(f"reclassified {', '.join(fresh)}: report {write_report(fresh, args.report_dir)}")
         return 0
+    try:
+        _run_all(chosen, args, config, equivalents)
+    finally:
+        while _SCRATCH and not args.keep:
+            shutil.rmtree(_SCRATCH.pop(), ignore_errors=True)
+    return 0
+
+
+def _run_all(chosen: list[str], args: argparse.Namespace, config: dict, equivalents) -> None:
     for module in chosen:
         entry = run_module(module, args, config, equivalents)
         path = write_report({short_name(module): entry}, args.report_dir)
@@ -821,7 +832,6 @@ def main(argv: list[str] | None = None) -> int:
             f"({entry['counts']}), report {path}",
             flush=True,
         )
-    return 0
 
 
 if __name__ == "__main__":
