@@ -34,15 +34,7 @@ def cells(path: Path) -> list[dict]:
 def output_of(path: Path, marker: str) -> str:
     """The text output (stdout and text/plain) of the one code cell whose source has
     ``marker``."""
-    hits = [c for c in cells(path) if c["cell_type"] == "code" and marker in "".join(c["source"])]
-    assert len(hits) == 1, f"{path.name}: {len(hits)} code cells contain {marker!r}"
-    parts = []
-    for output in hits[0].get("outputs", []):
-        if "text" in output:
-            parts.append("".join(output["text"]))
-        elif "text/plain" in output.get("data", {}):
-            parts.append("".join(output["data"]["text/plain"]))
-    return "".join(parts)
+    return nb12_claims.code_output(cells(path), marker)
 
 
 def markdown(path: Path) -> str:
