@@ -9,11 +9,19 @@ the instructor's choice instead of the default.
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
-# The variables of the course's Makefile that a user may set on the command line.
-MAKEFILE_VARIABLES = (
-    "VENV", "PYTHON", "TORCH", "PORT", "ARGS", "TESTS", "NBVAL", "CONFIG", "NPROC", "JOBS"
-)  # fmt: skip
+# The variables of the course's Makefile that a user may set on the command line: every
+# `NAME ?= default` in it (VENV, PYTHON, TORCH, PORT, ARGS, WORK, TESTS, NBVAL, JOBS, CONFIG,
+# NPROC, SAMPLE, SEED, MODULES...), read from the Makefile so a new one is never forgotten.
+MAKEFILE_VARIABLES = tuple(
+    re.findall(
+        r"^([A-Z][A-Z0-9_]*) \?=",
+        (Path(__file__).resolve().parents[1] / "Makefile").read_text(),
+        re.M,
+    )
+)
 MAKE_STATE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
 
 
