@@ -159,7 +159,7 @@ record: setup
 bench: setup
 	$(PY) benchmarks/train_throughput.py
 
-# Notebook 15's records (assets/runs/blocks-*.json): the modern block (3 seeds) and grouped-query
+# Notebook 15's records (assets/runs/blocks/blocks-*.json): the modern block (3 seeds) and grouped-query
 # attention (n_kv_heads 1, 4; 2 is the modern block) with the baby budget, one at a time on one thread (about
 # 3 minutes each on an idle CPU; a run whose record exists is skipped; the classic arm is
 # `make rerecord`'s positional-rope-seedN), then the KV-cache memory and the interleaved
@@ -167,7 +167,7 @@ bench: setup
 compare-blocks: setup
 	@for run in "modern 1" "modern 2" "modern 3" "gqa-kv1 1" "gqa-kv4 1" \
 		"gqa-kv1 2" "gqa-kv4 2" "gqa-kv1 3" "gqa-kv4 3"; do \
-		set -- $$run; test -f assets/runs/blocks-$$1-seed$$2.json || \
+		set -- $$run; test -f assets/runs/blocks/blocks-$$1-seed$$2.json || \
 		OMP_NUM_THREADS=1 $(PY) -m course_utils.compare_blocks train --arm $$1 --seed $$2 || exit 1; \
 	done
 	OMP_NUM_THREADS=1 $(PY) -m course_utils.compare_blocks memory

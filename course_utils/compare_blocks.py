@@ -21,7 +21,7 @@ first 90 % to train, the rest to validate), as ``python -m course_utils.record -
   multi-head attention. Fewer key/value heads also mean smaller W^K and W^V (the parameter
   count falls by 2 * (4 - G) * 32 * 128 per layer).
 
-Each ``train`` run writes ``assets/runs/blocks-<arm>-seed<N>.json`` (see :func:`run_record`).
+Each ``train`` run writes ``assets/runs/blocks/blocks-<arm>-seed<N>.json`` (see :func:`run_record`).
 ``timing`` writes ``blocks-timing.json``: time per training step of ``classic`` and ``modern``
 measured *interleaved* (A, B, A, B, ... with medians), so that a machine whose load changes
 during the measurement slows both alike. ``memory`` writes ``blocks-kv-memory.json``: the
@@ -47,7 +47,10 @@ import torch
 from course_utils.assets import ASSETS_DIR
 from course_utils.config import ModelConfig, get_config
 
-RUNS_DIR = ASSETS_DIR / "runs"
+# A folder of their own: course_utils.record.find_runs reads every record of notebook 12's
+# schema in assets/runs/, and these have another.
+RUNS_DIR = ASSETS_DIR / "runs" / "blocks"
+POSITIONAL_DIR = ASSETS_DIR / "runs"
 ARMS = ("classic", "modern", "gqa-kv1", "gqa-kv2", "gqa-kv4")
 #: Arms that are another arm under a second name (same config, so the same runs).
 SAME_AS = {"gqa-kv2": "modern"}
@@ -141,7 +144,9 @@ def run_record(arm: str, seed: int, max_iters: int | None = None) -> dict:
     }
 
 
-def load_records(folder: str | Path | None = None) -> dict[str, list[dict]]:
+def load_records(
+    folder: str | Path | None = None, positional_folder: str | Path | None = None
+) -> dict[str, list[dict]]:
     """The recorded runs, ``arm -> records`` sorted by seed (arms without a record left out).
 
     ``classic`` comes from ``positional-rope-seedN.json`` (written by ``python -m
@@ -150,10 +155,13 @@ def load_records(folder: str | Path | None = None) -> dict[str, list[dict]]:
     that seed has no such record; the other arms from ``blocks-<arm>-seedN.json`` (an arm of
     :data:`SAME_AS` without its own records shares those of its twin).
     Each record is reduced to ``{seed, parameters, steps, val_losses, final_val_loss, file}``.
+    ``folder`` holds the ``blocks-*`` records (default ``assets/runs/blocks/``),
+    ``positional_folder`` the positional ones (default ``assets/runs/``).
     """
     folder = Path(folder) if folder is not None else RUNS_DIR
+    positional = Path(positional_folder) if positional_folder is not None else POSITIONAL_DIR
     runs: dict[str, dict[int, dict]] = {}
-    sources = [("classic", p) for p in sorted(folder.glob("positional-rope-seed*.json"))]
+    sources = [("classic", p) for p in sorted(positional.glob("positional-rope-seed*.json"))]
     sources += [(None, p) for p in sorted(folder.glob("blocks-*-seed*.json"))]
     for arm, path in sources:
         record = json.loads(path.read_text())

@@ -24,7 +24,7 @@ def test_load_records_reads_classic_from_the_positional_runs_and_shares_twins(tm
     _record(tmp_path, "positional-rope-seed1.json", 1, 1.7)
     _record(tmp_path, "blocks-classic-seed1.json", 1, 9.9, "classic")  # seed 1 already there
     _record(tmp_path, "blocks-modern-seed1.json", 1, 1.6, "modern")
-    records = load_records(tmp_path)
+    records = load_records(tmp_path, positional_folder=tmp_path)
     assert [r["final_val_loss"] for r in records["classic"]] == [1.7, 1.8]  # sorted by seed
     assert records["gqa-kv2"] == records["modern"]  # the same config under two names
     assert "gqa-kv1" not in records
