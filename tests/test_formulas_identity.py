@@ -73,3 +73,20 @@ def test_keys_and_values_of_other_shapes_are_refused(v_shape):
     """k and v must have the same (B, h, T_new, d_k), whichever is larger."""
     with pytest.raises(ValueError, match="k and v must both be"):
         KVCache().append(0, torch.zeros(1, 2, 3, 4), torch.zeros(v_shape))
+
+
+def test_no_identity_comparison_with_a_literal_anywhere_in_the_package():
+    """``x is "cuda"`` or ``n is 1`` compiles with a SyntaxWarning (Python >= 3.8): it compares
+    objects, not values, and holds or not by accident of interning. Every module of the package
+    compiles without one (the device branches of the training loop run only on a GPU, so no
+    CPU test could reach them)."""
+    import warnings
+    from pathlib import Path
+
+    import course_utils
+
+    package = Path(course_utils.__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SyntaxWarning)
+            compile(path.read_text(encoding="utf-8"), str(path), "exec")
