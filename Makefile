@@ -159,9 +159,9 @@ record: setup
 bench: setup
 	$(PY) benchmarks/train_throughput.py
 
-# Notebook 15's records (assets/runs/blocks/blocks-*.json): the modern block (3 seeds) and grouped-query
-# attention (n_kv_heads 1, 4; 2 is the modern block) with the baby budget, one at a time on one thread (about
-# 3 minutes each on an idle CPU; a run whose record exists is skipped; the classic arm is
+# Notebook 15's records (assets/runs/blocks/blocks-*.json): the modern block and grouped-query
+# attention (n_kv_heads 1, 4; 2 is the modern block), 3 seeds each, with the baby budget, one
+# at a time on one thread (about 2 minutes each on an idle CPU; a run whose record exists is skipped; the classic arm is
 # `make rerecord`'s positional-rope-seedN), then the KV-cache memory and the interleaved
 # time-per-step benchmark. Re-execute notebook 15 afterwards.
 compare-blocks: setup
@@ -174,7 +174,7 @@ compare-blocks: setup
 	OMP_NUM_THREADS=1 $(PY) -m course_utils.compare_blocks timing
 
 # Redo the `cpu` record and the 3 + 3 positional seed records, one after the other, with one
-# thread each (about 20 minutes; run it on an idle machine, then re-execute notebook 12).
+# thread each (about 14 minutes measured; run it on an idle machine, then re-execute notebook 12).
 # ARGS=--dry-run prints the commands.
 rerecord: setup
 	$(PY) scripts/rerecord.py $(ARGS)
