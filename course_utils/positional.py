@@ -351,6 +351,10 @@ class RotaryEmbedding(nn.Module):
         # Buffers: they follow .to(device) and are rebuilt, not saved, with the model.
         self.register_buffer("cos", torch.cos(angle).float(), persistent=False)  # (max_len, d/2)
         self.register_buffer("sin", torch.sin(angle).float(), persistent=False)  # (max_len, d/2)
+        # The angles in float64, outside the buffers (.half() or .double() never round them):
+        # the complex tables of every precision are built from them, so a float64 input is
+        # rotated by float64 angles, not by float32 ones widened.
+        self._angle = angle  # (max_len, d/2), float64, CPU
         self._rotations: dict = {}  # (device, dtype) -> complex (max_len, d/2), built once
 
     def _apply(self, fn, *args, **kwargs):
@@ -363,7 +367,10 @@ class RotaryEmbedding(nn.Module):
         key = (torch.device(device), dtype)
         table = self._rotations.get(key)
         if table is None:
-            table = torch.complex(self.cos.to(device, dtype), self.sin.to(device, dtype))
+            angle = self._angle
+            table = torch.complex(
+                torch.cos(angle).to(device, dtype), torch.sin(angle).to(device, dtype)
+            )
             self._rotations[key] = table
         return table
 
