@@ -14,8 +14,8 @@ Run it on an idle machine (about 14 minutes on one core of a 2-core AMD EPYC: 74
 6 x ~115 s): each record stores the load average while it ran
 (:mod:`course_utils.record_conditions`). Then re-execute notebook 12. Options: ``--dry-run``
 prints the commands; ``--out-dir DIR`` writes there instead of ``assets/runs``; any other
-option (``--max-iters 4 --max-chars 100000``) is passed to every command, for a quick test. Stops at the first command that fails
-(exit status 1).
+option (``--max-iters 4 --max-chars 100000``) is passed to every command, for a quick
+test. Stops at the first command that fails (exit status 1).
 """
 
 from __future__ import annotations
