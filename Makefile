@@ -153,7 +153,7 @@ checkpoint: setup
 # A recorded run that notebook 12 shows: assets/runs/<CONFIG>-<device>.json, e.g.
 # `make record CONFIG=gpu`; more flags through ARGS, e.g. ARGS="--device cpu --seed 1".
 record: setup
-	$(PY) -m course_utils.record --config $(CONFIG) $(ARGS)
+	$(PY) -m course_utils.measure.record --config $(CONFIG) $(ARGS)
 
 # Training tokens/s of the teaching and fast paths (and bf16, torch.compile, MFU on CUDA).
 bench: setup
@@ -168,10 +168,10 @@ compare-blocks: setup
 	@for run in "modern 1" "modern 2" "modern 3" "gqa-kv1 1" "gqa-kv4 1" \
 		"gqa-kv1 2" "gqa-kv4 2" "gqa-kv1 3" "gqa-kv4 3"; do \
 		set -- $$run; test -f assets/runs/blocks/blocks-$$1-seed$$2.json || \
-		OMP_NUM_THREADS=1 $(PY) -m course_utils.compare_blocks train --arm $$1 --seed $$2 || exit 1; \
+		OMP_NUM_THREADS=1 $(PY) -m course_utils.measure.compare_blocks train --arm $$1 --seed $$2 || exit 1; \
 	done
-	OMP_NUM_THREADS=1 $(PY) -m course_utils.compare_blocks memory
-	OMP_NUM_THREADS=1 $(PY) -m course_utils.compare_blocks timing
+	OMP_NUM_THREADS=1 $(PY) -m course_utils.measure.compare_blocks memory
+	OMP_NUM_THREADS=1 $(PY) -m course_utils.measure.compare_blocks timing
 
 # Redo the `cpu` record and the 3 + 3 positional seed records, one after the other, with one
 # thread each (about 14 minutes measured; run it on an idle machine, then re-execute notebook 12).
@@ -179,7 +179,7 @@ compare-blocks: setup
 rerecord: setup
 	$(PY) scripts/rerecord.py $(ARGS)
 
-# A GPU's branches on the CPU (COURSE_REHEARSE=cuda-bf16 / cuda-fp16, course_utils/rehearsal.py):
+# A GPU's branches on the CPU (COURSE_REHEARSE=cuda-bf16 / cuda-fp16, course_utils/lab/rehearsal.py):
 # notebooks 12 and 13 top to bottom and make train / record / bench, each shrunk to seconds.
 # `make test` runs the same tests.
 rehearsal: setup

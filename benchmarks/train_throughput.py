@@ -11,8 +11,8 @@ also fp32 vs bf16 autocast and eager vs ``torch.compile``. It prints one table (
 ms/step, the speed ratios fast / teaching and fast / peer, peak memory, MFU on a GPU whose
 peak is known, with FLOPs per token = 6N + 12·L·T·d written out) and writes the same numbers
 to ``benchmarks/results/<device>.json``.
-The measuring is :func:`course_utils.benchmark.benchmark_training`; the table is
-:func:`course_utils.benchmark.benchmark_table`.
+The measuring is :func:`course_utils.measure.benchmark.benchmark_training`; the table is
+:func:`course_utils.measure.benchmark.benchmark_table`.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ import re
 import sys
 from pathlib import Path
 
-from course_utils.benchmark import (
+from course_utils.lab.device import get_device
+from course_utils.lab.rehearsal import rehearsal_mode
+from course_utils.measure.benchmark import (
     CUDA_BENCHMARK_VARIANTS,
     benchmark_table,
     benchmark_training,
 )
-from course_utils.device import get_device
-from course_utils.rehearsal import rehearsal_mode
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -318,7 +318,7 @@ def as_device(device: object, name: str = "device") -> torch.device:
         except (RuntimeError, TypeError) as error:
             raise ValueError(
                 f"{name} must be a torch.device or a name such as 'cpu', 'cuda', 'cuda:0' or "
-                f"'mps', got {device!r} ({error}); course_utils.device.get_device() picks the "
+                f"'mps', got {device!r} ({error}); course_utils.lab.device.get_device() picks the "
                 "best one"
             ) from None
     _check_available(device, name)
@@ -332,12 +332,12 @@ def _check_available(device: torch.device, name: str) -> None:
         if count == 0 or (device.index is not None and device.index >= count):
             raise RuntimeError(
                 f"{name}={str(device)!r} was requested but this machine has {count} CUDA "
-                "device(s); use 'cpu', or course_utils.device.get_device() to pick what is here"
+                "device(s); use 'cpu', or course_utils.lab.device.get_device() to pick what is here"
             )
     elif device.type == "mps":
         mps = getattr(torch.backends, "mps", None)
         if mps is None or not mps.is_available():
             raise RuntimeError(
                 f"{name}={str(device)!r} was requested but MPS (Apple's GPU) is not available "
-                "here; use 'cpu', or course_utils.device.get_device() to pick what is here"
+                "here; use 'cpu', or course_utils.lab.device.get_device() to pick what is here"
             )

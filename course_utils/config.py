@@ -184,7 +184,7 @@ class TrainConfig:
 # They use rotary positions: with the baby settings on this corpus, over three seeds, RoPE
 # reached a validation loss of 1.796 ± 0.014 nats/char where the paper's additive sinusoidal
 # table reached 1.933 ± 0.010 (assets/runs/positional-*.json, each written by
-# `python -m course_utils.record --config baby --positional KIND --seed N --threads 1`).
+# `python -m course_utils.measure.record --config baby --positional KIND --seed N --threads 1`).
 _BABY_MODEL = dict(
     block_size=64, d_model=128, n_heads=4, n_layers=4, dropout=0.0, positional="rope"
 )

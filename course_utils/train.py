@@ -21,9 +21,9 @@ import torch
 
 from course_utils.config import POSITIONAL_KINDS, PRESETS, ModelConfig, TrainConfig, get_config
 from course_utils.data import load_shakespeare, train_val_split
-from course_utils.device import describe_device, get_device, seed_everything
+from course_utils.lab.device import describe_device, get_device, seed_everything
+from course_utils.lab.rehearsal import describe_rehearsal, rehearsal_overrides
 from course_utils.model import TinyDecoder
-from course_utils.rehearsal import describe_rehearsal, rehearsal_overrides
 from course_utils.tokenization import CharTokenizer
 from course_utils.training import (
     History,
@@ -35,7 +35,8 @@ from course_utils.training import (
 from course_utils.training.precision import describe_precision, device_precision
 
 # The options that override a preset's field of the same name, where a command has them
-# (python -m course_utils.record has all of them; this command --max-iters and --positional).
+# (python -m course_utils.measure.record has all of them; this command --max-iters and
+# --positional).
 PRESET_OPTIONS = ("seed", "positional", "max_iters", "eval_iters", "eval_interval")
 
 
@@ -106,7 +107,7 @@ def parse_settings(settings: list[str]) -> dict:
 
 def run_overrides(args: argparse.Namespace) -> dict:
     """The config fields the command line sets: the rehearsal's shrinking first (when
-    ``COURSE_REHEARSE`` is on, :func:`course_utils.rehearsal.rehearsal_overrides`), then the
+    ``COURSE_REHEARSE`` is on, :func:`course_utils.lab.rehearsal.rehearsal_overrides`), then the
     :data:`PRESET_OPTIONS` given, then ``--set``.
 
     Raises:
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> dict | None:
 
 @dataclass
 class CommandRun:
-    """What a training command (this one, and :mod:`course_utils.record`) builds from its
+    """What a training command (this one, and :mod:`course_utils.measure.record`) builds from its
     options: the corpus as character ids, the preset's configs, a freshly seeded model."""
 
     args: argparse.Namespace

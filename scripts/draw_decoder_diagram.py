@@ -8,7 +8,7 @@ Usage::
 (``make assets`` runs the first form.) The shapes are not typed in: a ``TinyDecoder`` with the
 running example's sizes (B=2, T=6, d_model=24, h=3, d_k=8, d_ff=96, and V=84: the characters of
 the course's Shakespeare, as notebooks 00 and 11 load them) runs once with
-forward hooks (:func:`course_utils.shapes.trace_shapes`) and the attention weights kept; each
+forward hooks (:func:`course_utils.lab.shapes.trace_shapes`) and the attention weights kept; each
 box's shape is read from that run, and the per-head tensors come from the model's own
 ``split_heads``. Every axis has its own size, so each printed shape names its axes.
 
@@ -35,10 +35,10 @@ import torch  # noqa: E402
 from course_utils.attention import split_heads  # noqa: E402
 from course_utils.config import ModelConfig  # noqa: E402
 from course_utils.data import load_shakespeare  # noqa: E402
+from course_utils.lab.diagram import draw_decoder_diagram  # noqa: E402
+from course_utils.lab.shapes import named_shape, trace_shapes  # noqa: E402
 from course_utils.model import TinyDecoder  # noqa: E402
-from course_utils.shapes import named_shape, trace_shapes  # noqa: E402
 from course_utils.tokenization import CharTokenizer  # noqa: E402
-from course_utils.viz import draw_decoder_diagram  # noqa: E402
 
 OUTPUT = ROOT / "assets" / "figures" / "decoder_shapes.svg"
 # The running example (COURSE_DESIGN.md): every size different, so shapes name their axes.

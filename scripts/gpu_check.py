@@ -34,7 +34,7 @@ RECORD_ARGS = "--eval-iters 200"
 
 def planned_steps(gpu_slug: str, make: str = "make") -> list[tuple[str, str]]:
     """``[(name, shell command)]`` in the order they run; ``gpu_slug`` names the records
-    (``course_utils.record.device_slug``, e.g. ``nvidia-h100-80gb-hbm3``)."""
+    (``course_utils.measure.record.device_slug``, e.g. ``nvidia-h100-80gb-hbm3``)."""
     python = shlex.quote(sys.executable)
     environment = (
         f"{python} -c 'import torch; print(torch.__version__, torch.version.cuda, "
@@ -52,7 +52,10 @@ def planned_steps(gpu_slug: str, make: str = "make") -> list[tuple[str, str]]:
             f'--out {fp16_out}"',
         ),
         ("bench", f"{make} bench"),
-        ("profile", f"{python} -m course_utils.benchmark_profile --config gpu --device cuda"),
+        (
+            "profile",
+            f"{python} -m course_utils.measure.benchmark_profile --config gpu --device cuda",
+        ),
     ]
 
 
@@ -110,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _gpu_slug(torch) -> str:
-    from course_utils.record import device_slug
+    from course_utils.measure.record import device_slug
 
     return device_slug(torch.device("cuda"))
 

@@ -3,16 +3,16 @@
 It runs, in sequence and each with one thread on the CPU (the thread count is in every
 record's ``command``):
 
-1. ``python -m course_utils.record --config cpu --device cpu --threads 1``
+1. ``python -m course_utils.measure.record --config cpu --device cpu --threads 1``
    -> ``assets/runs/cpu-cpu.json`` (notebook 12's regression check and timing);
-2. ``python -m course_utils.record --config baby --positional KIND --seed N --device cpu
+2. ``python -m course_utils.measure.record --config baby --positional KIND --seed N --device cpu
    --threads 1`` for KIND in rope, sinusoidal and N in 1, 2, 3
    -> ``assets/runs/positional-KIND-seedN.json`` (why RoPE; the spread over seeds that sets
    notebook 12's ``RECORD_MARGIN``).
 
 Run it on an idle machine (about 14 minutes on one core of a 2-core AMD EPYC: 74 s, then
 6 x ~115 s): each record stores the load average while it ran
-(:mod:`course_utils.record_conditions`). Then re-execute notebook 12. Options: ``--dry-run``
+(:mod:`course_utils.measure.record_conditions`). Then re-execute notebook 12. Options: ``--dry-run``
 prints the commands; ``--out-dir DIR`` writes there instead of ``assets/runs``; any other
 option (``--max-iters 4 --max-chars 100000``) is passed to every command, for a quick
 test. Stops at the first command that fails (exit status 1).
@@ -34,7 +34,7 @@ SEEDS = (1, 2, 3)
 
 def planned_commands(out_dir: Path, extra: list[str]) -> list[tuple[list[str], Path]]:
     """``[(argv, output file)]`` for every record, in the order they run."""
-    base = ["-m", "course_utils.record", "--device", "cpu", "--threads", "1"]
+    base = ["-m", "course_utils.measure.record", "--device", "cpu", "--threads", "1"]
     plan = [([*base, "--config", "cpu"], out_dir / "cpu-cpu.json")]
     for kind in POSITIONAL_KINDS:
         for seed in SEEDS:

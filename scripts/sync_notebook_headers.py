@@ -11,7 +11,7 @@ Every notebook starts with its own title and learning goal (its first markdown c
 1. a markdown cell with an "Open in Colab" badge for that notebook, and
 2. the setup cell rendered from ``scripts/templates/bootstrap_cell.py.in``, its body hidden
    (JupyterLab's ``source_hidden``, Colab's form view). In Colab it clones the repository and
-   calls :func:`course_utils.bootstrap.setup`, which installs what Colab lacks; elsewhere that
+   calls :func:`course_utils.lab.bootstrap.setup`, which installs what Colab lacks; elsewhere that
    call only checks the kernel. It prints nothing when all is well.
 
 Every exercise's solution (a code cell whose source starts with ``# Solution``) is collapsed
@@ -20,8 +20,8 @@ form view (``cellView: form``, code hidden behind "Show code"). A student sees t
 tries it, and opens the solution with one click.
 
 The repository's address is read from ``pyproject.toml`` ``[project.urls] Repository`` (the
-one place it is written). The script also writes ``course_utils/_tested_versions.py``, the
-copy of the pins of ``constraints.txt`` that :mod:`course_utils.environment` uses when
+one place it is written). The script also writes ``course_utils/lab/_tested_versions.py``, the
+copy of the pins of ``constraints.txt`` that :mod:`course_utils.lab.environment` uses when
 ``constraints.txt`` is not around.
 
 A cell that already matches keeps its outputs; a changed one loses them, so run
@@ -42,10 +42,10 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from course_utils.environment import parse_constraints  # noqa: E402
+from course_utils.lab.environment import parse_constraints  # noqa: E402
 
 TEMPLATE = ROOT / "scripts" / "templates" / "bootstrap_cell.py.in"
-TESTED_VERSIONS_MODULE = ROOT / "course_utils" / "_tested_versions.py"
+TESTED_VERSIONS_MODULE = ROOT / "course_utils" / "lab" / "_tested_versions.py"
 BADGE_ID, BOOTSTRAP_ID = "colab-badge", "course-bootstrap"
 # The setup cell's body is hidden: folded in JupyterLab, a form (title only) in Colab.
 BOOTSTRAP_METADATA = {"cellView": "form", "jupyter": {"source_hidden": True}}
@@ -197,7 +197,7 @@ def _put_header(notebook: nbformat.NotebookNode, name: str, root: Path) -> None:
 
 
 def tested_versions_source(root: Path = ROOT) -> str:
-    """The text of ``course_utils/_tested_versions.py``."""
+    """The text of ``course_utils/lab/_tested_versions.py``."""
     pins = _pins(root / "constraints.txt")
     if "python" not in pins:
         raise ValueError("constraints.txt must name the tested Python, e.g. '# ... (Python 3.11)'")
@@ -205,9 +205,9 @@ def tested_versions_source(root: Path = ROOT) -> str:
     return (
         '"""The tested versions, copied from constraints.txt by scripts/sync_notebook_headers.py.\n'
         "\n"
-        "Do not edit: change constraints.txt and run the script. course_utils.environment uses\n"
-        "this copy when constraints.txt is not around (the course installed from its URL, as\n"
-        'in Colab); tests/test_notebook_headers.py checks that the two agree.\n"""\n'
+        "Do not edit: change constraints.txt and run the script. course_utils.lab.environment\n"
+        "uses this copy when constraints.txt is not around (the course installed from its URL,\n"
+        'as in Colab); tests/test_notebook_headers.py checks that the two agree.\n"""\n'
         "\n"
         f"TESTED_VERSIONS = {{\n{items}}}\n"
     )

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import environment
-from course_utils.assets import asset_path
+from course_utils.lab import environment
+from course_utils.lab.assets import asset_path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "draw_decoder_diagram.py"

@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from course_utils import data, tokenization, viz
+from course_utils import data, tokenization
 from course_utils.attention import (
     MultiHeadAttention,
     causal_mask,
@@ -35,9 +35,11 @@ from course_utils.attention import (
     split_heads,
 )
 from course_utils.config import ModelConfig, TrainConfig, get_config
-from course_utils.device import get_device, seed_everything
 from course_utils.embedding import TokenEmbedding
-from course_utils.environment import parse_constraints
+from course_utils.lab import viz
+from course_utils.lab.device import get_device, seed_everything
+from course_utils.lab.environment import parse_constraints
+from course_utils.lab.shapes import name_axes, named_shape
 from course_utils.layers import FeedForward, LayerNorm
 from course_utils.model import TinyDecoder
 from course_utils.positional import (
@@ -46,7 +48,6 @@ from course_utils.positional import (
     apply_rotary_embedding,
     sinusoidal_positional_encoding,
 )
-from course_utils.shapes import name_axes, named_shape
 from course_utils.tokenization import CharTokenizer
 from course_utils.training import load_checkpoint, save_checkpoint
 

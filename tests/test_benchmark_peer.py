@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from course_utils.benchmark import flops_per_token, non_embedding_parameters
-from course_utils.benchmark_peer import PeerDecoder
-from course_utils.benchmark_report import mfu_line, ratio_lines
 from course_utils.config import ModelConfig, get_config
+from course_utils.measure.benchmark import flops_per_token, non_embedding_parameters
+from course_utils.measure.benchmark_peer import PeerDecoder
+from course_utils.measure.benchmark_report import mfu_line, ratio_lines
 from course_utils.model import TinyDecoder
 
 

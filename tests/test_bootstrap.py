@@ -1,4 +1,5 @@
-"""course_utils.bootstrap: the setup cell's local work (matplotlib's cache folder, kernel checks).
+"""course_utils.lab.bootstrap: the setup cell's local work (matplotlib's cache folder, kernel
+checks).
 
 The end-to-end case, a really read-only home in a fresh process, is in test_read_only_home.py.
 Here a home that is a *file* stands for an unusable one: creating folders under it fails for
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import bootstrap
+from course_utils.lab import bootstrap, cache_dirs
 
 ROOT = Path(__file__).resolve().parents[1]
 UID = os.getuid()
@@ -35,7 +36,7 @@ def clean_env(monkeypatch, tmp_path):
 
 
 def test_writable_default_is_left_alone(clean_env):
-    assert bootstrap.configure_matplotlib_cache() is None
+    assert cache_dirs.configure_matplotlib_cache() is None
     assert "MPLCONFIGDIR" not in os.environ
 
 
@@ -43,7 +44,7 @@ def test_unusable_home_moves_matplotlib_to_a_private_temp_folder(clean_env, monk
     home, temp = clean_env
     home.rmdir()
     home.write_text("not a folder")  # nothing can be created under it
-    folder = bootstrap.configure_matplotlib_cache()
+    folder = cache_dirs.configure_matplotlib_cache()
     private = temp / f"transformer-course-{UID}"
     assert folder == private / "matplotlib" and os.environ["MPLCONFIGDIR"] == str(folder)
     assert folder.is_dir() and private.stat().st_mode & 0o777 == 0o700
@@ -54,7 +55,7 @@ def test_unusable_mplconfigdir_moves_to_the_cache_under_home(clean_env, monkeypa
     blocked = temp / "file"
     blocked.write_text("")
     monkeypatch.setenv("MPLCONFIGDIR", str(blocked / "matplotlib"))
-    folder = bootstrap.configure_matplotlib_cache()
+    folder = cache_dirs.configure_matplotlib_cache()
     assert folder == home / ".cache" / "transformer-course" / "matplotlib"
     assert os.environ["MPLCONFIGDIR"] == str(folder)
 
@@ -64,7 +65,7 @@ def test_nothing_changes_once_matplotlib_is_imported(clean_env, monkeypatch):
     home.rmdir()
     home.write_text("")
     monkeypatch.setitem(sys.modules, "matplotlib", object())
-    assert bootstrap.configure_matplotlib_cache() is None
+    assert cache_dirs.configure_matplotlib_cache() is None
     assert "MPLCONFIGDIR" not in os.environ
 
 
@@ -75,8 +76,8 @@ def test_a_planted_temp_folder_is_refused(clean_env, tmp_path):
     elsewhere = tmp_path / "attacker"
     elsewhere.mkdir()
     (temp / f"transformer-course-{UID}").symlink_to(elsewhere)
-    assert bootstrap._private_temp_dir() is None
-    folder = bootstrap.user_cache_dir("matplotlib")
+    assert cache_dirs._private_temp_dir() is None
+    folder = cache_dirs.user_cache_dir("matplotlib")
     assert folder.parent == temp and folder.name.startswith("transformer-course-")
     assert not folder.is_symlink() and list(elsewhere.iterdir()) == []
 
@@ -86,14 +87,14 @@ def test_a_folder_others_may_write_to_is_refused(clean_env):
     shared = temp / f"transformer-course-{UID}"
     shared.mkdir()
     shared.chmod(0o777)
-    assert bootstrap._private_temp_dir() is None
+    assert cache_dirs._private_temp_dir() is None
     shared.chmod(0o700)
-    assert bootstrap._private_temp_dir() == shared
+    assert cache_dirs._private_temp_dir() == shared
 
 
 def test_user_cache_dir_prefers_xdg_cache_home(clean_env, monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert bootstrap.user_cache_dir("jieba") == tmp_path / "xdg" / "transformer-course" / "jieba"
+    assert cache_dirs.user_cache_dir("jieba") == tmp_path / "xdg" / "transformer-course" / "jieba"
 
 
 def test_this_kernel_in_this_repository_has_no_problem():
@@ -136,7 +137,7 @@ def test_local_setup_is_silent_when_all_is_well_and_explains_otherwise(
 
 
 def test_colab_requirements_are_the_pins_of_constraints_and_the_corpus():
-    from course_utils.environment import parse_constraints
+    from course_utils.lab.environment import parse_constraints
 
     pins = parse_constraints((ROOT / "constraints.txt").read_text())
     corpus, packages = bootstrap.colab_requirements(ROOT)
@@ -161,13 +162,13 @@ def test_colab_requirements_name_a_missing_pin(tmp_path):
 def pip_calls(monkeypatch):
     import subprocess
 
-    import course_utils.viz
+    import course_utils.lab.viz
 
     calls = []
     monkeypatch.setattr(
         subprocess, "run", lambda c, **k: calls.append(c) or subprocess.CompletedProcess(c, 0)
     )
-    monkeypatch.setattr(course_utils.viz, "use_course_style", lambda: calls.append("font"))
+    monkeypatch.setattr(course_utils.lab.viz, "use_course_style", lambda: calls.append("font"))
     return calls
 
 

@@ -40,7 +40,7 @@ from nbclient.exceptions import CellExecutionError
 from packaging.requirements import Requirement
 from test_committed_outputs import output_problems
 
-from course_utils.bootstrap import colab_requirements
+from course_utils.lab.bootstrap import colab_requirements
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "notebooks/00_overview.ipynb"
@@ -252,7 +252,7 @@ def test_a_notebook_sets_itself_up_and_runs_in_a_bare_colab(colab, monkeypatch):
         clone = colab["content"] / "transformer-course"
         checks = (
             "import importlib.metadata as m, course_utils\n"
-            "from course_utils.assets import asset_path\n"
+            "from course_utils.lab.assets import asset_path\n"
             "print(course_utils.__file__)\n"
             "print(asset_path('figures/decoder_shapes.svg'))\n"
             "print(sorted((d, m.version(d)) for d in NAMES))"

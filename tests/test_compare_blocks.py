@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from course_utils.compare_blocks import ARMS, arm_config, load_records, memory_record
+from course_utils.measure.compare_blocks import ARMS, arm_config, load_records, memory_record
 
 
 def _record(folder, name, seed, loss, arm=None):

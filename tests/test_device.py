@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils.device import describe_device, get_device, seed_everything
+from course_utils.lab.device import describe_device, get_device, seed_everything
 
 
 def test_auto_picks_an_available_device():

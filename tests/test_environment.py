@@ -255,7 +255,7 @@ for path in sorted((root / "notebooks").glob("*.ipynb")):
             compile(source, f"{path.name} cell", "exec")
             cells += 1
 sys.path.insert(0, str(root))
-from course_utils import bootstrap, environment, quiet_imports
+from course_utils.lab import bootstrap, environment, quiet_imports
 pins = environment.parse_constraints((root / "constraints.txt").read_text())
 assert pins["torch"] and bootstrap.colab_requirements(root)[1]
 print(len(files), cells)

@@ -1,4 +1,5 @@
-"""course_utils.environment: versions compared with the pins of constraints.txt (notebook 00)."""
+"""course_utils.lab.environment: versions compared with the pins of constraints.txt
+(notebook 00)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import environment
-from course_utils.environment import (
+from course_utils.lab import environment
+from course_utils.lab.environment import (
     check_versions,
     environment_report,
     installed_versions,
@@ -43,7 +44,7 @@ def test_the_repository_constraints_cover_every_reported_package():
 
 
 def test_without_constraints_txt_the_packaged_copy_is_used(monkeypatch, tmp_path):
-    from course_utils._tested_versions import TESTED_VERSIONS
+    from course_utils.lab._tested_versions import TESTED_VERSIONS
 
     monkeypatch.setattr(environment, "CONSTRAINTS", tmp_path / "absent.txt")
     assert environment.tested_versions() == TESTED_VERSIONS

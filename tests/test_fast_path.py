@@ -11,16 +11,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils import benchmark, training
-from course_utils.benchmark import (
+from course_utils import training
+from course_utils.config import ModelConfig, TrainConfig, get_config
+from course_utils.data import get_batch, train_val_split
+from course_utils.layers import LayerNorm
+from course_utils.measure import benchmark
+from course_utils.measure.benchmark import (
     benchmark_table,
     flops_per_token,
     non_embedding_parameters,
     peak_bf16_flops,
 )
-from course_utils.config import ModelConfig, TrainConfig, get_config
-from course_utils.data import get_batch, train_val_split
-from course_utils.layers import LayerNorm
 from course_utils.model import TinyDecoder
 from course_utils.train import parse_args
 from course_utils.training import (

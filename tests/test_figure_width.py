@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 PAGE_WIDTH_PX = 1000
 MIN_TEXT_PT = 8.0
-BASE_FONT_PT = 10.0  # matplotlib's font.size, which course_utils.viz.use_course_style keeps
+BASE_FONT_PT = 10.0  # matplotlib's font.size, which course_utils.lab.viz.use_course_style keeps
 DEFAULT_DPI = 100.0  # figure.dpi of the course style, when a PNG does not say
 # matplotlib's named sizes, as multiples of font.size
 NAMED_SIZES = {

@@ -10,7 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from course_utils.attention import scaled_dot_product_attention, split_heads
 from course_utils.config import ModelConfig
-from course_utils.generation_timing import attention_flop_share, attention_time_share
+from course_utils.measure.generation_timing import attention_flop_share, attention_time_share
 from course_utils.model import TinyDecoder
 
 V, BLOCK, C, H, LAYERS = 84, 96, 48, 4, 2

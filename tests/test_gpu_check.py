@@ -36,7 +36,7 @@ def test_dry_run_prints_every_step():
         'make record CONFIG=gpu ARGS="--eval-iters 200"',
         "--set autocast_dtype=float16 --out assets/runs/gpu-",
         "make bench",
-        "-m course_utils.benchmark_profile --config gpu --device cuda",
+        "-m course_utils.measure.benchmark_profile --config gpu --device cuda",
     ):
         assert step in out
 
@@ -48,7 +48,7 @@ def test_the_steps_parse(capsys):
         import gpu_check
     finally:
         sys.path.pop(0)
-    from course_utils.record import parse_args
+    from course_utils.measure.record import parse_args
 
     steps = dict(gpu_check.planned_steps("tesla-t4"))
     fp16 = steps["record-gpu-fp16"].split('ARGS="')[1].rstrip('"').split()
@@ -58,7 +58,7 @@ def test_the_steps_parse(capsys):
 
 
 def test_the_profile_step_runs_on_the_cpu():
-    from course_utils.benchmark_profile import profile_training_step
+    from course_utils.measure.benchmark_profile import profile_training_step
 
     table = profile_training_step("cpu", "cpu", warmup_steps=0, rows=5)
     assert table.startswith("one training step: preset 'cpu' on cpu (fp32)")

@@ -1,4 +1,4 @@
-"""course_utils.head_names: the one rule that names trained heads. Checked on synthetic
+"""course_utils.lab.head_names: the one rule that names trained heads. Checked on synthetic
 attention maps whose answer is known by construction (a head that attends only to the
 previous character, one only to the last space, one to the last line break, an even spread,
 and a near-tie that must come out "mixed"), and on the shipped model across window seeds."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_utils import head_names
-from course_utils.head_names import MIXED, name_heads, pattern_scores
+from course_utils.lab import head_names
+from course_utils.lab.head_names import MIXED, name_heads, pattern_scores
 
 TEXTS = ["to be or\nnot to be: that is\nthe question", "whether tis nobler\nin the mind to"]
 
@@ -118,8 +118,8 @@ def test_line_break_pairs_skip_near_breaks():
 def test_the_shipped_model_gets_the_same_names_at_every_window_seed():
     # What notebook 05 states: over window seeds 0-9 no head's margin crosses MIN_MARGIN, so
     # every name (a pattern or "mixed") is the same at every seed.
-    from course_utils.assets import asset_path
-    from course_utils.pretrained import BABY_CHECKPOINT, load_baby
+    from course_utils.lab.assets import asset_path
+    from course_utils.lab.pretrained import BABY_CHECKPOINT, load_baby
 
     if not asset_path(BABY_CHECKPOINT).exists():
         pytest.skip("no shipped checkpoint (make checkpoint)")

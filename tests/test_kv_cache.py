@@ -7,16 +7,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_utils.assets import asset_path
 from course_utils.config import ModelConfig
-from course_utils.generation_timing import time_per_token
 from course_utils.kv_cache import (
     KVCache,
     forward_with_cache,
     generate,
     generate_with_cache,
 )
+from course_utils.lab.assets import asset_path
 from course_utils.layers import PostLNDecoderBlock
+from course_utils.measure.generation_timing import time_per_token
 from course_utils.model import TinyDecoder
 from course_utils.positional import RotaryEmbedding, apply_rotary_embedding
 from course_utils.sampling import seeded_generator
@@ -230,7 +230,7 @@ def test_the_shipped_baby_model_generates_the_same_with_and_without_the_cache():
         asset_path("checkpoints/baby.pt")
     except FileNotFoundError:
         pytest.skip("assets/checkpoints/baby.pt not there yet (make checkpoint writes it)")
-    from course_utils.pretrained import load_baby
+    from course_utils.lab.pretrained import load_baby
 
     model, tokenizer = load_baby()
     ids = torch.tensor([tokenizer.encode("ROMEO:"), tokenizer.encode("JULIET")])  # (2, 6)

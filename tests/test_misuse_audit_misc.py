@@ -9,12 +9,13 @@ import torch.nn.functional as F
 
 from course_utils.checks import check_choice
 from course_utils.config import ModelConfig, TrainConfig
-from course_utils.device import get_device
 from course_utils.encoder_decoder import EncoderBlock, EncoderDecoder, EncoderDecoderConfig
+from course_utils.lab.device import get_device
+from course_utils.lab.head_names import head_pattern_scores
+from course_utils.lab.pretrained import attention_maps
 from course_utils.layers import FeedForward
 from course_utils.model import TinyDecoder
 from course_utils.number_task import NumberTask
-from course_utils.pretrained import attention_maps, head_pattern_scores
 from course_utils.tokenization import CharTokenizer
 from course_utils.training.checkpoint import save_checkpoint
 from course_utils.training.evaluation import estimate_loss

@@ -14,8 +14,8 @@ import pytest  # noqa: E402
 import tiktoken  # noqa: E402
 import torch  # noqa: E402
 
-from course_utils import viz  # noqa: E402
-from course_utils.shapes import named_shape  # noqa: E402
+from course_utils.lab import viz  # noqa: E402
+from course_utils.lab.shapes import named_shape  # noqa: E402
 from course_utils.tokenization import (  # noqa: E402
     BytePairTokenizer,
     CharTokenizer,

@@ -19,11 +19,10 @@ import pytest
 import torch
 from test_bad_inputs import assert_raised_in_course_utils
 
-from course_utils import assets, data, environment, masks, pretrained, sampling, shapes, viz
 from course_utils import attention as att
+from course_utils import data, masks, sampling
 from course_utils import number_task as nt
 from course_utils.config import DEFAULT_WARMUP_ITERS, ModelConfig, TrainConfig, get_config
-from course_utils.device import describe_device, seed_everything
 from course_utils.embedding import TokenEmbedding
 from course_utils.encoder_decoder import (
     CrossAttention,
@@ -33,6 +32,17 @@ from course_utils.encoder_decoder import (
     EncoderDecoderConfig,
 )
 from course_utils.exercises.core import compare, expect_error
+from course_utils.lab import (
+    assets,
+    curves,
+    diagram,
+    environment,
+    head_names,
+    pretrained,
+    shapes,
+    viz,
+)
+from course_utils.lab.device import describe_device, seed_everything
 from course_utils.layers import DecoderBlock, FeedForward, LayerNorm, PostLNDecoderBlock
 from course_utils.model import TinyDecoder
 from course_utils.tokenization import BytePairTokenizer, CharTokenizer, WordTokenizer, merge_pair
@@ -512,7 +522,7 @@ TYPES = [
     ),
     case(
         "plot_loss_dict",
-        lambda: viz.plot_loss_curves({"step": [1]}),
+        lambda: curves.plot_loss_curves({"step": [1]}),
         TypeError,
         "history",
         "History",
@@ -520,15 +530,21 @@ TYPES = [
     ),
     case(
         "plot_loss_bar_text",
-        lambda: viz.plot_loss_curves(History(), bar="1.5"),
+        lambda: curves.plot_loss_curves(History(), bar="1.5"),
         TypeError,
         "bar",
         "'1.5'",
     ),
-    case("diagram_stages_str", lambda: viz.draw_decoder_diagram("abc"), TypeError, "stages", "str"),
+    case(
+        "diagram_stages_str",
+        lambda: diagram.draw_decoder_diagram("abc"),
+        TypeError,
+        "stages",
+        "str",
+    ),
     case(
         "diagram_bad_stage",
-        lambda: viz.draw_decoder_diagram([("a",)]),
+        lambda: diagram.draw_decoder_diagram([("a",)]),
         ValueError,
         "stages",
         "('a',)",
@@ -559,7 +575,7 @@ TYPES = [
     ),
     case(
         "head_scores_one_str",
-        lambda: pretrained.head_pattern_scores(model(), TOK, "hello world"),
+        lambda: head_names.head_pattern_scores(model(), TOK, "hello world"),
         TypeError,
         "texts",
         "str",
@@ -890,7 +906,7 @@ DEGENERATE = [
     ),
     case(
         "head_scores_no_texts",
-        lambda: pretrained.head_pattern_scores(model(), TOK, []),
+        lambda: head_names.head_pattern_scores(model(), TOK, []),
         ValueError,
         "texts",
         "empty",

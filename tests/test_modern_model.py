@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from course_utils.attention import position_influence
-from course_utils.compare_blocks import ARMS, arm_config, build_model, parse_args
 from course_utils.config import TrainConfig
+from course_utils.measure.compare_blocks import ARMS, arm_config, build_model, parse_args
 from course_utils.model import TinyDecoder
 from course_utils.modern_model import ModernConfig, ModernDecoder
 from course_utils.rmsnorm import RMSNorm

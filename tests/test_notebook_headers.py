@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils import bootstrap
+from course_utils.lab import bootstrap
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -62,7 +62,7 @@ def test_notebook_opens_with_its_title_then_the_badge_and_the_setup_cell(path):
 def test_the_setup_cell_is_short_and_titled_for_colabs_form_view():
     lines = BOOTSTRAP_SOURCE.splitlines()
     assert lines[0].startswith("# @title Setup") and 'display-mode: "form"' in lines[0]
-    assert len(lines) <= 40, "keep the setup cell short: move work into course_utils.bootstrap"
+    assert len(lines) <= 40, "keep the setup cell short: move work into course_utils.lab.bootstrap"
     assert max(map(len, lines)) <= 100
 
 
@@ -165,11 +165,11 @@ def test_an_unchanged_setup_cell_keeps_its_outputs(tmp_path):
 
 
 def test_tested_versions_copy_agrees_with_constraints():
-    from course_utils._tested_versions import TESTED_VERSIONS
-    from course_utils.environment import parse_constraints
+    from course_utils.lab._tested_versions import TESTED_VERSIONS
+    from course_utils.lab.environment import parse_constraints
 
     assert TESTED_VERSIONS == parse_constraints((ROOT / "constraints.txt").read_text())
-    assert (ROOT / "course_utils" / "_tested_versions.py").read_text() == (
+    assert (ROOT / "course_utils" / "lab" / "_tested_versions.py").read_text() == (
         sync.tested_versions_source()
     )
 
@@ -212,12 +212,14 @@ def test_cell_stops_with_a_fix_when_the_kernel_lacks_course_utils():
 def test_cell_names_the_wrong_interpreter_and_the_projects_venv(tmp_path):
     """A kernel that can import course_utils but is not the project's .venv."""
     project = tmp_path / "course"
-    for folder in ("notebooks", ".venv", "course_utils"):
+    for folder in ("notebooks", ".venv", "course_utils/lab"):
         (project / folder).mkdir(parents=True)
     (project / "pyproject.toml").write_text("")
     (project / "course_utils" / "__init__.py").write_text("")
-    bootstrap = (ROOT / "course_utils" / "bootstrap.py").read_text()
-    (project / "course_utils" / "bootstrap.py").write_text(bootstrap)
+    # The setup cell's module and the one it imports (both standard library only).
+    for name in ("__init__.py", "bootstrap.py", "cache_dirs.py"):
+        source = (ROOT / "course_utils" / "lab" / name).read_text()
+        (project / "course_utils" / "lab" / name).write_text(source)
     env = {"PYTHONPATH": f"{project}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     result = _run_cell(sys.executable, project / "notebooks", env=env)
     assert result.returncode == 0, result.stderr
@@ -229,7 +231,7 @@ def test_cell_names_the_wrong_interpreter_and_the_projects_venv(tmp_path):
 def colab(monkeypatch, tmp_path):
     """Colab as the cell sees it: COLAB_RELEASE_TAG, a fresh working folder, a fake subprocess.run
     that records every command (git clone "succeeds" by creating the folder)."""
-    import course_utils.viz
+    import course_utils.lab.viz
 
     calls = []
 
@@ -244,7 +246,7 @@ def colab(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setattr(subprocess, "run", fake_run)
     monkeypatch.setattr(bootstrap, "_installed", lambda requirement: False)
-    monkeypatch.setattr(course_utils.viz, "use_course_style", lambda: calls.append("font"))
+    monkeypatch.setattr(course_utils.lab.viz, "use_course_style", lambda: calls.append("font"))
     return calls
 
 

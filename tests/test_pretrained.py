@@ -1,4 +1,4 @@
-"""course_utils.pretrained: loading a checkpoint, reading every head's attention maps, and
+"""course_utils.lab.pretrained: loading a checkpoint, reading every head's attention maps, and
 scoring heads against named patterns. Uses a small random model (no shipped checkpoint needed);
 the shipped one is only loaded when it exists."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_utils import pretrained
-from course_utils.assets import asset_path
 from course_utils.config import ModelConfig
+from course_utils.lab import head_names, pretrained
+from course_utils.lab.assets import asset_path
 from course_utils.model import TinyDecoder
 from course_utils.tokenization import CharTokenizer
 from course_utils.training import save_checkpoint
@@ -99,9 +99,9 @@ def test_head_pattern_scores_recognise_synthetic_heads(monkeypatch):
     # own pattern and 0 on the other.
     text = "the cat sat on the mat"
     monkeypatch.setattr(
-        pretrained, "attention_maps", lambda model, tok, t: synthetic_maps(t, [0, 1])
+        head_names, "attention_maps", lambda model, tok, t: synthetic_maps(t, [0, 1])
     )
-    scores, baseline = pretrained.head_pattern_scores(None, None, [text])
+    scores, baseline = head_names.head_pattern_scores(None, None, [text])
     assert scores["itself"][0].tolist() == [1.0, 0.0]
     assert scores["previous character"][0].tolist() == [0.0, 1.0]
     assert scores["start of the word"][0].tolist() == [0.0, 0.0]
@@ -113,8 +113,8 @@ def test_head_pattern_scores_on_a_uniform_head_equal_the_baseline(monkeypatch):
     text = "the cat sat on the mat"
     T = len(text)
     uniform = torch.ones(T, T).tril() / torch.arange(1, T + 1)[:, None]  # row i: 1/(i+1)
-    monkeypatch.setattr(pretrained, "attention_maps", lambda m, tok, t: uniform[None, None])
-    scores, baseline = pretrained.head_pattern_scores(None, None, [text])
+    monkeypatch.setattr(head_names, "attention_maps", lambda m, tok, t: uniform[None, None])
+    scores, baseline = head_names.head_pattern_scores(None, None, [text])
     for name in pretrained.HEAD_PATTERNS:
         assert scores[name].item() == pytest.approx(baseline[name], rel=1e-6)
 
@@ -122,7 +122,7 @@ def test_head_pattern_scores_on_a_uniform_head_equal_the_baseline(monkeypatch):
 def test_head_pattern_scores_need_pairs_of_every_pattern(small):
     model, tokenizer = small
     with pytest.raises(ValueError, match="no text has a"):
-        pretrained.head_pattern_scores(model, tokenizer, ["to"])
+        head_names.head_pattern_scores(model, tokenizer, ["to"])
 
 
 def test_corpus_windows_are_seeded_slices():

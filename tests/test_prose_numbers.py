@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.record import find_runs, load_run
+from course_utils.measure.record import find_runs, load_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nb12_claims  # noqa: E402

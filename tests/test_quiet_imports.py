@@ -80,7 +80,7 @@ def test_the_course_imports_jieba_silently(fake_setuptools):
 def test_import_jieba_returns_the_module_and_filters_only_the_known_warning(fake_setuptools):
     code = """
         import warnings
-        from course_utils.quiet_imports import import_jieba
+        from course_utils.lab.quiet_imports import import_jieba
 
         jieba = import_jieba()
         assert jieba.lcut("北京") == ["北京"] and import_jieba() is jieba
@@ -97,13 +97,15 @@ def test_the_filter_is_narrow_other_warnings_during_the_import_show(tmp_path):
     (tmp_path / "pkg_resources.py").write_text(
         FAKE_PKG_RESOURCES.replace(repr(MESSAGE), repr("something else went wrong"))
     )
-    result = _run("from course_utils.quiet_imports import import_jieba; import_jieba()", tmp_path)
+    result = _run(
+        "from course_utils.lab.quiet_imports import import_jieba; import_jieba()", tmp_path
+    )
     assert result.returncode == 0, result.stderr
     assert "something else went wrong" in result.stderr
 
 
 def test_a_missing_library_still_raises(monkeypatch):
-    from course_utils import quiet_imports
+    from course_utils.lab import quiet_imports
 
     with pytest.raises(ModuleNotFoundError, match="no_such_library_xyz"):
         quiet_imports.import_quietly("no_such_library_xyz", quiet_imports.JIEBA_WARNINGS)

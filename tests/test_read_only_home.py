@@ -32,7 +32,7 @@ try:
 except OSError:
     report["read_only"] = True
 
-import course_utils.viz as viz
+import course_utils.lab.viz as viz
 import matplotlib
 import matplotlib.pyplot as plt
 

@@ -1,4 +1,5 @@
-"""The recorded-run command (course_utils.record): end to end on a tiny config, and the reader."""
+"""The recorded-run command (course_utils.measure.record): end to end on a tiny config, and the
+reader."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import record as rec
 from course_utils.config import PRESETS
-from course_utils.record_conditions import CONDITION_KEYS
+from course_utils.measure import record as rec
+from course_utils.measure.record_conditions import CONDITION_KEYS
 from course_utils.train import parse_settings
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -28,10 +29,10 @@ TINY = [
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> tuple[dict, Path, subprocess.CompletedProcess]:
-    """Run ``python -m course_utils.record`` in a fresh process, as ``make record`` does."""
+    """Run ``python -m course_utils.measure.record`` in a fresh process, as ``make record`` does."""
     out = tmp_path_factory.mktemp("runs") / "tiny-cpu.json"
     result = subprocess.run(
-        [sys.executable, "-m", "course_utils.record", *TINY, "--out", str(out)],
+        [sys.executable, "-m", "course_utils.measure.record", *TINY, "--out", str(out)],
         cwd=REPOSITORY,
         capture_output=True,
         text=True,
@@ -52,7 +53,7 @@ def test_the_command_writes_every_key_of_the_schema(recorded):
     assert conditions["usable_cpus"] >= 1 and 0 <= conditions["load_mean"] <= conditions["load_max"]
     assert "--threads 1" in record["command"]
     assert record["schema"] == 1 and record["config_name"] == "cpu"
-    assert record["command"].startswith("python -m course_utils.record --config cpu")
+    assert record["command"].startswith("python -m course_utils.measure.record --config cpu")
     assert record["device"] == {"type": "cpu", "name": record["device"]["name"], "capability": None}
     assert record["precision"] == "fp32"
     assert record["versions"]["torch"] == __import__("torch").__version__
@@ -153,7 +154,7 @@ def test_bad_set_option_says_the_form():
 def test_shipped_records_are_valid_and_written_by_the_command():
     """Every file in assets/runs/ reads back and names the command that wrote it."""
     for record in [run for preset in PRESETS for run in rec.find_runs(f"{preset}-*.json")]:
-        assert record["command"].startswith("python -m course_utils.record ")
+        assert record["command"].startswith("python -m course_utils.measure.record ")
         assert record["final"]["eval_batches"] == record["train_config"]["eval_iters"]
 
 

@@ -1,5 +1,6 @@
 """Record conditions, the record margin measured over seeds, the record of a device kind,
-and the re-record command (course_utils.record_conditions, record_report, scripts/rerecord.py)."""
+and the re-record command (course_utils.measure.record_conditions, record_report,
+scripts/rerecord.py)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import record as rec
-from course_utils.record_conditions import (
+from course_utils.measure import record as rec
+from course_utils.measure.record_conditions import (
     CONDITION_KEYS,
     UNKNOWN,
     ConditionsProbe,
     conditions_of,
     explain_timing_gap,
 )
-from course_utils.record_report import own_record, record_margin, seed_spread
+from course_utils.measure.record_report import own_record, record_margin, seed_spread
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
@@ -130,7 +131,7 @@ def test_rerecord_plans_seven_valid_commands():
         for seed in (1, 2, 3)
     ]
     for argv, out in plan:
-        args = rec.parse_args(argv[2:])  # drop "-m course_utils.record"
+        args = rec.parse_args(argv[2:])  # drop "-m course_utils.measure.record"
         assert args.threads == 1 and args.device == "cpu" and args.max_iters == 4
         assert args.out == out
     done = subprocess.run([sys.executable, "scripts/rerecord.py", "--dry-run"], cwd=REPOSITORY,

@@ -1,10 +1,10 @@
-"""The rehearsal switch (course_utils.rehearsal): off changes nothing, a bad value is named."""
+"""The rehearsal switch (course_utils.lab.rehearsal): off changes nothing, a bad value is named."""
 
 import pytest
 import torch
 
-from course_utils import rehearsal
-from course_utils.rehearsal import REHEARSAL_ENV, REHEARSAL_MODES
+from course_utils.lab import rehearsal
+from course_utils.lab.rehearsal import REHEARSAL_ENV, REHEARSAL_MODES
 
 
 @pytest.mark.parametrize("value", [None, "", "  "])

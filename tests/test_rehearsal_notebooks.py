@@ -1,4 +1,4 @@
-"""The GPU branches rehearsed on the CPU (COURSE_REHEARSE, course_utils/rehearsal.py):
+"""The GPU branches rehearsed on the CPU (COURSE_REHEARSE, course_utils/lab/rehearsal.py):
 notebooks 12 and 13 top to bottom and the commands make train / record / bench, in each mode.
 
 Outputs are not compared (the run is shrunk to seconds); every cell runs and every assert in
@@ -19,7 +19,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from course_utils.rehearsal import REHEARSAL_ENV, REHEARSAL_MODES
+from course_utils.lab.rehearsal import REHEARSAL_ENV, REHEARSAL_MODES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nb12_claims  # noqa: E402
@@ -69,8 +69,9 @@ def test_notebook_runs_top_to_bottom_in_each_mode(name, mode, tmp_path, monkeypa
 @pytest.mark.parametrize("mode", REHEARSAL_MODES)
 def test_commands_take_the_gpu_branch(mode, tmp_path, monkeypatch, capsys):
     """make train / record / bench with CONFIG=gpu, shrunk: the GPU's precision on the CPU."""
-    from course_utils import record, train
-    from course_utils.benchmark import benchmark_table, benchmark_training
+    from course_utils import train
+    from course_utils.measure import record
+    from course_utils.measure.benchmark import benchmark_table, benchmark_training
 
     monkeypatch.setenv(REHEARSAL_ENV, mode)
     monkeypatch.chdir(tmp_path)  # checkpoints/ and checkpoints/rehearsal/ land here

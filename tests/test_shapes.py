@@ -5,8 +5,8 @@ import torch
 from torch import nn
 
 from course_utils.config import ModelConfig
+from course_utils.lab.shapes import format_shape_table, named_shape, trace_shapes
 from course_utils.model import TinyDecoder
-from course_utils.shapes import format_shape_table, named_shape, trace_shapes
 
 
 def test_trace_records_every_submodule_in_call_order():

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils.shapes import format_shape_table, name_axes, trace_shapes
+from course_utils.lab.shapes import format_shape_table, name_axes, trace_shapes
 
 SIZES = {"B": 2, "T": 6, "C": 24, "d_ff": 96, "V": 84}
 

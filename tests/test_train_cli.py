@@ -43,7 +43,7 @@ MISTAKES = [
 ]
 
 
-@pytest.mark.parametrize("tool", ["train", "record"])
+@pytest.mark.parametrize("tool", ["train", "measure.record"])
 @pytest.mark.parametrize(("argv", "expected"), MISTAKES)
 def test_a_mistake_prints_one_line_and_exits_2(tool, argv, expected, capsys):
     module = importlib.import_module(f"course_utils.{tool}")
@@ -73,7 +73,7 @@ def test_a_mistake_in_a_fresh_process_has_no_traceback():
 
 
 def test_valid_options_pass_the_check():
-    from course_utils.record import parse_args as record_args
+    from course_utils.measure.record import parse_args as record_args
     from course_utils.train import parse_args as train_args
 
     args = train_args(["--config", "cpu", "--max-iters", "3", "--set", "d_model=32"])

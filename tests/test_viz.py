@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from course_utils import viz  # noqa: E402
+from course_utils.lab import curves, viz  # noqa: E402
 from course_utils.training import History  # noqa: E402
 
 
@@ -96,7 +96,7 @@ def test_plot_attention_heads_and_loss_curves_build_figures():
     assert [ax.get_title() for ax in fig.axes[:2]] == ["head 0", "head 1"]
     assert fig.axes[2].get_ylabel() == "weight", "one shared colour bar"
     history = History(step=[1, 2], train_loss=[3.0, 2.0], val_loss=[3.1, 2.2], batch_loss=[3, 2])
-    fig = viz.plot_loss_curves(history, bar=2.1)
+    fig = curves.plot_loss_curves(history, bar=2.1)
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert labels == ["batch loss", "train (evaluated)", "validation", "target 2.1"]
     plt.close("all")

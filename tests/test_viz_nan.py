@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from course_utils import viz  # noqa: E402
+from course_utils.lab import viz  # noqa: E402
 
 
 def _weights_with_a_fully_masked_row() -> torch.Tensor:

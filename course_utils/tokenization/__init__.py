@@ -8,7 +8,7 @@
   also on a machine without internet, from rank files that installed packages ship.
 
 Caches (tiktoken's rank files, jieba's dictionary) go to a per-user folder
-(:func:`course_utils.bootstrap.user_cache_dir`), never to a file shared by every user in
+(:func:`course_utils.lab.bootstrap.user_cache_dir`), never to a file shared by every user in
 ``/tmp``.
 """
 

@@ -3,7 +3,7 @@
 :func:`load_encoding` returns tiktoken's ``cl100k_base``, ``o200k_base``, ``r50k_base`` and
 ``gpt2``, also on a machine without internet, from rank files that installed packages ship
 (checked against tiktoken's own ``expected_hash``). Its cache goes to a per-user folder
-(:func:`course_utils.bootstrap.user_cache_dir`).
+(:func:`course_utils.lab.bootstrap.user_cache_dir`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import tiktoken
 import tiktoken.registry
 from tiktoken_ext import openai_public
 
-from course_utils.bootstrap import user_cache_dir
+from course_utils.lab.cache_dirs import user_cache_dir
 from course_utils.tokenization.encoding import CourseEncoding
 
 #: The encodings :func:`load_encoding` can also build offline.

@@ -9,8 +9,8 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 
-from course_utils.bootstrap import user_cache_dir
 from course_utils.checks import check_bool, check_int, check_text
+from course_utils.lab.cache_dirs import user_cache_dir
 from course_utils.tokenization.base import _as_vocab, _TableTokenizer
 
 _jieba_lock = threading.Lock()
@@ -29,7 +29,7 @@ def jieba_tokenizer():
     Returns:
         the loaded ``jieba.Tokenizer``.
     """
-    from course_utils.quiet_imports import import_jieba
+    from course_utils.lab.quiet_imports import import_jieba
 
     jieba = import_jieba()  # without setuptools' "pkg_resources is deprecated" warning
     tokenizer = jieba.dt

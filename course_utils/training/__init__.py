@@ -12,7 +12,7 @@
 The fast path: the token stream lives on the device and batches are sampled there; the loop
 never waits for the device except at evaluation (per-step losses stay on the device until
 then); fused AdamW; TF32, bf16 autocast and optional ``torch.compile`` on CUDA. Measuring its
-speed is :mod:`course_utils.benchmark`'s job.
+speed is :mod:`course_utils.measure.benchmark`'s job.
 """
 
 from course_utils.training.batches import DeviceBatches

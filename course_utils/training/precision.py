@@ -21,7 +21,7 @@ import torch
 
 from course_utils.checks import as_device, check_choice, check_instance, check_int
 from course_utils.config import TrainConfig
-from course_utils.rehearsal import acting_capability, acting_device_type, rehearsal_mode
+from course_utils.lab.rehearsal import acting_capability, acting_device_type, rehearsal_mode
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -111,7 +111,7 @@ def device_precision(device: torch.device | str, config: TrainConfig) -> str:
     """:func:`choose_precision` for a real device (reads its compute capability).
 
     With the rehearsal switch on (``COURSE_REHEARSE=cuda-bf16`` or ``cuda-fp16``, see
-    :mod:`course_utils.rehearsal`) a CPU device is treated as CUDA with compute capability
+    :mod:`course_utils.lab.rehearsal`) a CPU device is treated as CUDA with compute capability
     9.0 or 7.5: the ``gpu`` preset then gets ``"bf16"`` or ``"fp16"`` on the CPU.
 
     Raises:
@@ -121,7 +121,7 @@ def device_precision(device: torch.device | str, config: TrainConfig) -> str:
     """
     config = _check_config(config)
     device = as_device(device)
-    # Rehearsal (COURSE_REHEARSE, course_utils.rehearsal): a CPU acts as the GPU it stands in
+    # Rehearsal (COURSE_REHEARSE, course_utils.lab.rehearsal): a CPU acts as the GPU it stands in
     # for, so the choice below is the GPU's; autocast and the GradScaler then run on the CPU.
     return choose_precision(
         acting_device_type(device), acting_capability(device), config.autocast_dtype

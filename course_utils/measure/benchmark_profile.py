@@ -1,6 +1,6 @@
 """Where one training step spends its time: a ``torch.profiler`` table of a preset's step.
 
-Usage: ``python -m course_utils.benchmark_profile --config gpu [--device auto] [--rows 25]``
+Usage: ``python -m course_utils.measure.benchmark_profile --config gpu [--device auto] [--rows 25]``
 (``make gpu-check`` runs it on CUDA).
 
 The step is the course's own (:func:`course_utils.training.training_step`: forward under the
@@ -25,7 +25,7 @@ def profile_training_step(
     """Profile one training step of preset ``config`` on ``device``; return the table.
 
     Args:
-        device: ``"auto"``, ``"cpu"``, ``"cuda"``... (:func:`course_utils.device.get_device`).
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``... (:func:`course_utils.lab.device.get_device`).
         config: a preset name (:data:`course_utils.config.PRESETS`).
         warmup_steps: untimed steps before the profiled one, >= 0.
         rows: rows of the table (the most expensive operators), >= 1.
@@ -39,11 +39,11 @@ def profile_training_step(
     """
     from torch.profiler import ProfilerActivity, profile
 
-    from course_utils.benchmark import _benchmark_data
     from course_utils.config import get_config
-    from course_utils.device import get_device
+    from course_utils.lab.device import get_device
+    from course_utils.lab.rehearsal import rehearsal_overrides
+    from course_utils.measure.benchmark import _benchmark_data
     from course_utils.model import TinyDecoder
-    from course_utils.rehearsal import rehearsal_overrides
     from course_utils.training import DeviceBatches, make_optimizer, training_step
     from course_utils.training.precision import device_precision, make_grad_scaler
 
@@ -87,7 +87,7 @@ def profile_training_step(
 
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(
-        prog="python -m course_utils.benchmark_profile", description=__doc__.splitlines()[0]
+        prog="python -m course_utils.measure.benchmark_profile", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--config", default="gpu", help="a preset: baby, cpu or gpu")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--rows", type=int, default=25, help="rows of the table")
     args = parser.parse_args(argv)
     from course_utils.config import get_config
-    from course_utils.device import get_device
+    from course_utils.lab.device import get_device
 
     try:  # a user's mistake: one line, exit status 2; a failure of the run itself: traceback
         get_config(args.config, 1)

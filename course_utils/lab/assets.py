@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePath
 
-REPOSITORY_ROOT = Path(__file__).resolve().parent.parent
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 ASSETS_DIR = REPOSITORY_ROOT / "assets"
 
 

@@ -1,4 +1,8 @@
-"""Figures: a font with Chinese glyphs, attention heatmaps, loss curves, the decoder diagram."""
+"""Figures: a font with Chinese glyphs, the course style, attention heatmaps.
+
+Loss curves are in :mod:`course_utils.lab.curves`, the decoder diagram in
+:mod:`course_utils.lab.diagram`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from course_utils.bootstrap import configure_matplotlib_cache
+from course_utils.lab.cache_dirs import configure_matplotlib_cache
 
 # Before matplotlib is imported: on a machine whose home folder is read-only, point its
 # config and font cache at a writable per-user folder (it would otherwise warn and rebuild
@@ -18,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 
-from course_utils.checks import as_number, check_bool  # noqa: E402
+from course_utils.checks import check_bool  # noqa: E402
 
 CJK_FONT_HINT = "pip install pylopdf-fonts-zh-cn"
 # System fonts with CJK glyphs, tried when the pip package is missing (macOS, Windows, Debian).
@@ -337,112 +341,4 @@ def plot_attention_heads(
     fig.suptitle(title)
     # One shared scale: every panel uses the same 0..1 colour range.
     fig.colorbar(axes.flat[0].images[0], ax=axes, shrink=0.6, label="weight")
-    return fig
-
-
-def plot_loss_curves(
-    history, title: str = "Training and validation loss", bar: float | None = None
-):
-    """Per-step training loss (faint), evaluated train/val loss (lines), optional target bar.
-
-    Args:
-        history: a :class:`course_utils.training.History`.
-        bar: draw a horizontal line at this loss (nats per token).
-
-    Raises:
-        TypeError: ``history`` is not a History (what ``train`` returns), or ``bar`` is
-            neither None nor a number.
-    """
-    missing = [
-        name
-        for name in ("step", "train_loss", "val_loss", "batch_loss")
-        if not hasattr(history, name)
-    ]
-    if missing:
-        raise TypeError(
-            f"history must be the History that train() returns, got {type(history).__name__} "
-            f"(no {missing}); e.g. history = train(model, train_data, val_data, config)"
-        )
-    if bar is not None:
-        bar = as_number(bar, "bar")
-    fig, ax = plt.subplots(figsize=(7, 4))
-    steps = range(1, len(history.batch_loss) + 1)
-    ax.plot(steps, history.batch_loss, color="0.75", linewidth=0.8, label="batch loss")
-    ax.plot(history.step, history.train_loss, "o-", label="train (evaluated)")
-    ax.plot(history.step, history.val_loss, "s-", label="validation")
-    if bar is not None:
-        ax.axhline(bar, color="crimson", linestyle="--", linewidth=1, label=f"target {bar}")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("cross-entropy (nats per token)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    return fig
-
-
-def draw_decoder_diagram(
-    stages: Sequence[tuple[str, str]],
-    title: str = "Decoder-only Transformer",
-    repeat_label: str = "× n_layers",
-):
-    """A top-to-bottom flow chart: one box per stage, labelled with its tensor's shape.
-
-    Args:
-        stages: ``(name, shape text)`` pairs in data-flow order. Names starting with ``"  "``
-            are drawn indented, inside the repeated block.
-
-    Raises:
-        TypeError: ``stages`` is not a list of pairs.
-        ValueError: a stage is not a ``(name, shape text)`` pair of str.
-    """
-    if not isinstance(stages, list | tuple):
-        raise TypeError(
-            f"stages must be a list of (name, shape text) pairs, got {type(stages).__name__}; "
-            'e.g. [("ids", "(B, T)"), ("  block", "(B, T, C)")]'
-        )
-    for stage in stages:
-        if not (
-            isinstance(stage, list | tuple)
-            and len(stage) == 2
-            and all(isinstance(part, str) for part in stage)
-        ):
-            raise ValueError(
-                f"every item of stages must be a (name, shape text) pair of str, got "
-                f'{stage!r}; e.g. ("ids", "(B, T)")'
-            )
-    height = 0.62 * len(stages) + 0.8
-    fig, ax = plt.subplots(figsize=(7.5, height))
-    ax.set_xlim(0, 10)
-    ax.set_ylim(-len(stages), 1)
-    ax.axis("off")
-    inner = [i for i, (name, _) in enumerate(stages) if name.startswith("  ")]
-    if inner:
-        top, bottom = min(inner), max(inner)
-        ax.add_patch(
-            plt.Rectangle(
-                (0.3, -bottom - 0.45),
-                9.4,
-                bottom - top + 0.9,
-                fill=True,
-                facecolor="#eef3fb",
-                edgecolor="#4a6fa5",
-                linestyle="--",
-            )
-        )
-        ax.text(9.6, -top + 0.3, repeat_label, ha="right", va="center", color="#4a6fa5", fontsize=9)
-    for i, (name, shape) in enumerate(stages):
-        x = 1.2 if name.startswith("  ") else 0.6
-        ax.add_patch(plt.Rectangle((x, -i - 0.3), 4.6, 0.6, facecolor="white", edgecolor="0.3"))
-        ax.text(x + 0.15, -i, name.strip(), va="center", fontsize=10)
-        ax.text(6.2, -i, shape, va="center", fontsize=10, family="monospace")
-        if i + 1 < len(stages):
-            ax.annotate(
-                "",
-                xy=(x + 2.3, -i - 0.7),
-                xytext=(x + 2.3, -i - 0.3),
-                arrowprops=dict(arrowstyle="->", color="0.3"),
-            )
-    ax.set_title(title)
-    fig.tight_layout()
     return fig

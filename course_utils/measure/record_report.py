@@ -1,4 +1,4 @@
-"""Reading recorded runs (:mod:`course_utils.record`) for notebook 12: the record of a
+"""Reading recorded runs (:mod:`course_utils.measure.record`) for notebook 12: the record of a
 preset and device kind, the margin a live run may differ by (measured over seeds), a T4 time
 estimate from a record's FLOPs, and a record's loss curve beside the live run."""
 

@@ -2,7 +2,7 @@
 
 A time per step means little without the machine and its load: the same preset on the same
 kind of CPU ran 7x slower when the machine was shared with other jobs. Each record written
-by :mod:`course_utils.record` therefore stores ``conditions``:
+by :mod:`course_utils.measure.record` therefore stores ``conditions``:
 
 - ``cpu_model`` (``/proc/cpuinfo``'s model name), ``cpu_count`` (``os.cpu_count()``) and
   ``usable_cpus`` (the CPUs this process may run on, ``os.sched_getaffinity``);
@@ -71,7 +71,7 @@ class ConditionsProbe:
     evaluation, :meth:`finish` at the end (it samples once more)."""
 
     def __init__(self) -> None:
-        from course_utils.rehearsal import rehearsal_mode
+        from course_utils.lab.rehearsal import rehearsal_mode
 
         self.conditions = {
             "cpu_model": cpu_model(),

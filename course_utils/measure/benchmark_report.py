@@ -1,4 +1,4 @@
-"""The text table of :func:`course_utils.benchmark.benchmark_training`'s result."""
+"""The text table of :func:`course_utils.measure.benchmark.benchmark_training`'s result."""
 
 from __future__ import annotations
 

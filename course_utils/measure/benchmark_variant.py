@@ -1,9 +1,9 @@
 """One variant of the training benchmark measured: a fresh model, timed steps, peak memory.
 
-:func:`measure_variant` is what :func:`course_utils.benchmark.benchmark_training` runs for
+:func:`measure_variant` is what :func:`course_utils.measure.benchmark.benchmark_training` runs for
 each ``(path, dtype, compiled)``: a model built from the same seed (the course's
 :class:`~course_utils.model.TinyDecoder` on its teaching or fast path, or the
-:class:`~course_utils.benchmark_peer.PeerDecoder`), ``warmup_steps`` untimed training steps,
+:class:`~course_utils.measure.benchmark_peer.PeerDecoder`), ``warmup_steps`` untimed training steps,
 then ``timed_steps`` timed ones. Memory is the CUDA allocator's peak on a GPU, else the
 process's peak resident set size (RSS), reset before the variant where Linux allows it.
 """
@@ -18,8 +18,8 @@ import time
 
 import torch
 
-from course_utils.benchmark_peer import PeerDecoder
 from course_utils.config import ModelConfig, TrainConfig
+from course_utils.measure.benchmark_peer import PeerDecoder
 from course_utils.model import TinyDecoder
 from course_utils.training import (
     DeviceBatches,

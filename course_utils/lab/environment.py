@@ -3,7 +3,7 @@
 The tested versions are the pins of ``constraints.txt`` (``name==version``; ``make setup``
 installs exactly those) and the Python version named in its header comment. When the
 repository is not around (the course installed from its URL, as in Colab), the copy in
-``course_utils/_tested_versions.py`` is used; ``scripts/sync_notebook_headers.py`` writes it
+``course_utils/lab/_tested_versions.py`` is used; ``scripts/sync_notebook_headers.py`` writes it
 and a test checks it agrees with ``constraints.txt``.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 # What notebook 00 reports, besides Python.
 REPORTED = ("torch", "numpy", "matplotlib", "tiktoken", "jieba")
-CONSTRAINTS = Path(__file__).resolve().parents[1] / "constraints.txt"
+CONSTRAINTS = Path(__file__).resolve().parents[2] / "constraints.txt"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)$")
 _TESTED_PYTHON = re.compile(r"\bPython (\d+\.\d+(?:,\s*\d+\.\d+)*)\b")
 _RELEASE = re.compile(r"^v?(\d+(?:\.\d+)*)")
@@ -86,7 +86,7 @@ def tested_versions(path: str | Path | None = None) -> dict[str, str]:
         return parse_constraints(Path(path).read_text(encoding="utf-8"))
     if CONSTRAINTS.is_file():
         return parse_constraints(CONSTRAINTS.read_text(encoding="utf-8"))
-    from course_utils._tested_versions import TESTED_VERSIONS
+    from course_utils.lab._tested_versions import TESTED_VERSIONS
 
     return dict(TESTED_VERSIONS)
 

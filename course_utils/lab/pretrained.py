@@ -3,8 +3,8 @@
 Notebooks before 12 use it to show what *trained* attention heads do, and notebook 13 to
 generate text, without training anything themselves. :func:`pattern_pairs` gives the named
 positions a head may attend to (the previous character, the start of the word, ...), and
-:func:`head_pattern_scores` how much each head attends to them, measured by
-:mod:`course_utils.head_names`, which names the heads from these numbers. The weights live in
+:mod:`course_utils.lab.head_names` measures how much each head attends to them
+(``head_pattern_scores``) and names the heads from these numbers. The weights live in
 ``assets/checkpoints/baby.pt``; the tokenizer is rebuilt from the corpus (a sorted character
 vocabulary, so the ids are the ones the model was trained with).
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from course_utils.assets import asset_path
 from course_utils.checks import as_device, check_int, check_text
 from course_utils.data import load_shakespeare
+from course_utils.lab.assets import asset_path
 from course_utils.model import TinyDecoder
 from course_utils.tokenization import CharTokenizer
 
@@ -155,58 +155,9 @@ def pattern_pairs(text: str) -> dict[str, list[tuple[int, int]]]:
     return pairs
 
 
-def head_pattern_scores(
-    model: TinyDecoder, tokenizer: CharTokenizer, texts: list[str]
-) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
-    """How much weight each head puts on each named position, averaged over ``texts``.
-
-    The four patterns of :data:`HEAD_PATTERNS`, measured by
-    :func:`course_utils.head_names.pattern_scores` (which adds the last line break, and names
-    heads with :func:`course_utils.head_names.name_heads`).
-
-    Args:
-        model, tokenizer: as for :func:`attention_maps`.
-        texts: strings of 1 to ``block_size`` characters (e.g. windows of the corpus).
-
-    Returns:
-        ``(scores, baseline)``. ``scores[name]`` is float32 ``(n_layers, n_heads)``: the mean
-        attention weight on the key of pattern ``name`` (see :func:`pattern_pairs`), over
-        every (query, key) pair of every text. ``baseline[name]`` is what a head spreading
-        its weight evenly over the ``i + 1`` visible keys would score (mean of ``1/(i+1)``),
-        the level a head must clearly beat to be named after the pattern.
-
-    Raises:
-        TypeError: ``texts`` is one str instead of a list of them (pass ``[text]``).
-        ValueError: ``texts`` is empty, as :func:`attention_maps`, or no text has a pair of
-            some pattern.
-    """
-    if isinstance(texts, str | bytes) or not isinstance(texts, list | tuple):
-        raise TypeError(
-            f"texts must be a list of strings, got {type(texts).__name__}; for one text pass "
-            "[text], for windows of a corpus corpus_windows(text, n, length)"
-        )
-    if not texts:
-        raise ValueError("texts is empty; pass at least one string, e.g. [text]")
-    # Imported here: head_names builds on this module (its patterns and attention_maps).
-    from course_utils.head_names import pattern_scores
-
-    # One measurement for the whole course: head_names.pattern_scores, on this module's
-    # attention_maps, keeping this function's four patterns.
-    scores, baseline = pattern_scores(
-        (attention_maps(model, tokenizer, text) for text in texts), texts
-    )
-    missing = [name for name in HEAD_PATTERNS if name not in scores]
-    if missing:
-        raise ValueError(f"no text has a (query, key) pair for {missing}; give longer texts")
-    return (
-        {name: scores[name] for name in HEAD_PATTERNS},
-        {name: baseline[name] for name in HEAD_PATTERNS},
-    )
-
-
 def corpus_windows(text: str, n: int, length: int, seed: int = 0) -> list[str]:
     """``n`` windows of ``length`` characters from ``text`` at random places (seeded), e.g.
-    to average :func:`head_pattern_scores` over more than one sentence.
+    to average :func:`course_utils.lab.head_names.head_pattern_scores` over more than one sentence.
 
     Raises:
         TypeError: ``text`` is not a str, or ``n``, ``length`` or ``seed`` is not an int.

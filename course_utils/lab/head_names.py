@@ -15,7 +15,7 @@ A head is named after a position it attends to ("previous character", "start of 
    ``margin >= min_margin`` (it beats the other patterns clearly); otherwise ``"mixed"``.
    A near-tie is therefore never a name, so a name does not flip with the sample of texts.
 
-The patterns are those of :func:`course_utils.pretrained.pattern_pairs` plus the last line
+The patterns are those of :func:`course_utils.lab.pretrained.pattern_pairs` plus the last line
 break. The idea of reading heads off their attention to named positions follows Clark et al.,
 "What Does BERT Look At?" (2019), §3; the margin rule is the course's own.
 """
@@ -29,7 +29,9 @@ import torch
 
 from course_utils.checks import check_text
 from course_utils.data import load_shakespeare
-from course_utils.pretrained import HEAD_PATTERNS, attention_maps, corpus_windows, pattern_pairs
+from course_utils.lab.pretrained import HEAD_PATTERNS, attention_maps, corpus_windows, pattern_pairs
+from course_utils.model import TinyDecoder
+from course_utils.tokenization import CharTokenizer
 
 #: The patterns a head is measured on, in the order tables print them.
 PATTERNS = (*HEAD_PATTERNS, "last line break")
@@ -92,7 +94,7 @@ def pattern_scores(
 
     Args:
         maps: one float tensor ``(n_layers, n_heads, T, T)`` per text (rows are queries,
-            columns keys, as :func:`course_utils.pretrained.attention_maps` returns), with
+            columns keys, as :func:`course_utils.lab.pretrained.attention_maps` returns), with
             ``T == len(text)``.
         texts: the texts the maps were computed on, in the same order.
 
@@ -153,7 +155,7 @@ def measure_heads(
             :func:`course_windows`.
 
     Returns and raises: as :func:`pattern_scores` and
-    :func:`course_utils.pretrained.attention_maps`.
+    :func:`course_utils.lab.pretrained.attention_maps`.
     """
     if isinstance(texts, str | bytes) or not isinstance(texts, list | tuple):
         raise TypeError(
@@ -195,7 +197,7 @@ def name_heads(
 
     Args:
         scores: pattern -> float ``(n_layers, n_heads)`` mean weights, as :func:`pattern_scores`,
-            :func:`measure_heads` or :func:`course_utils.pretrained.head_pattern_scores` return.
+            :func:`measure_heads` or :func:`head_pattern_scores` return.
         baseline: pattern -> the even-spread score of that pattern (> 0).
         min_ratio: how many times the even spread the best pattern must score (>= 1).
         min_margin: how many times the runner-up's ratio the best's must be (>= 1).
@@ -249,3 +251,49 @@ def name_heads(
                 HeadName(layer, head, best if clear else MIXED, best, runner_up, margin, ratios)
             )
     return names
+
+
+def head_pattern_scores(
+    model: TinyDecoder, tokenizer: CharTokenizer, texts: list[str]
+) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+    """How much weight each head puts on each named position, averaged over ``texts``.
+
+    The four patterns of :data:`HEAD_PATTERNS`, measured by
+    :func:`course_utils.lab.pattern_scores` (which adds the last line break, and names
+    heads with :func:`course_utils.lab.head_names.name_heads`).
+
+    Args:
+        model, tokenizer: as for :func:`attention_maps`.
+        texts: strings of 1 to ``block_size`` characters (e.g. windows of the corpus).
+
+    Returns:
+        ``(scores, baseline)``. ``scores[name]`` is float32 ``(n_layers, n_heads)``: the mean
+        attention weight on the key of pattern ``name`` (see :func:`pattern_pairs`), over
+        every (query, key) pair of every text. ``baseline[name]`` is what a head spreading
+        its weight evenly over the ``i + 1`` visible keys would score (mean of ``1/(i+1)``),
+        the level a head must clearly beat to be named after the pattern.
+
+    Raises:
+        TypeError: ``texts`` is one str instead of a list of them (pass ``[text]``).
+        ValueError: ``texts`` is empty, as :func:`attention_maps`, or no text has a pair of
+            some pattern.
+    """
+    if isinstance(texts, str | bytes) or not isinstance(texts, list | tuple):
+        raise TypeError(
+            f"texts must be a list of strings, got {type(texts).__name__}; for one text pass "
+            "[text], for windows of a corpus corpus_windows(text, n, length)"
+        )
+    if not texts:
+        raise ValueError("texts is empty; pass at least one string, e.g. [text]")
+    # One measurement for the whole course: pattern_scores, on this module's
+    # attention_maps, keeping this function's four patterns.
+    scores, baseline = pattern_scores(
+        (attention_maps(model, tokenizer, text) for text in texts), texts
+    )
+    missing = [name for name in HEAD_PATTERNS if name not in scores]
+    if missing:
+        raise ValueError(f"no text has a (query, key) pair for {missing}; give longer texts")
+    return (
+        {name: scores[name] for name in HEAD_PATTERNS},
+        {name: baseline[name] for name in HEAD_PATTERNS},
+    )

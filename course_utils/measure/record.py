@@ -1,6 +1,6 @@
 """Recorded training runs: ``assets/runs/<config>-<device>.json``, written by a command.
 
-Usage: ``make record CONFIG=cpu`` or ``python -m course_utils.record --config gpu``
+Usage: ``make record CONFIG=cpu`` or ``python -m course_utils.measure.record --config gpu``
 (``[--device cpu] [--seed N] [--positional P] [--max-iters N] [--eval-iters N] [--out PATH]``).
 
 The command trains a preset with :func:`course_utils.training.train` (the course's one
@@ -10,7 +10,7 @@ the configs, every evaluation's train/validation loss, time per step, tokens/s, 
 token and MFU, wall time, and text sampled with fixed seeds. Notebook 12 reads such files
 with :func:`load_run` / :func:`find_runs`, so every reader sees a GPU run, with or without a
 GPU; it draws one beside its live run with :func:`plot_run_beside` and estimates a T4's time
-with :func:`t4_estimate_minutes` (both in :mod:`course_utils.record_report`). Never edit a
+with :func:`t4_estimate_minutes` (both in :mod:`course_utils.measure.record_report`). Never edit a
 record by hand: re-run the command.
 
 Schema 1 (every key is always present; ``null`` where noted)::
@@ -24,10 +24,10 @@ Schema 1 (every key is always present; ``null`` where noted)::
     timing {ms_per_step, tokens_per_s, flops_per_token, mfu or null, train_s, wall_s},
     samples [{prompt, text, temperature, top_k, seed}],
     conditions {cpu_model, cpu_count, usable_cpus, threads, load_start, load_mean, load_max,
-    rehearsal, platform} (see :mod:`course_utils.record_conditions`; optional: a record
+    rehearsal, platform} (see :mod:`course_utils.measure.record_conditions`; optional: a record
     written before it existed reads every field as "unknown")
 
-A rehearsed run (``COURSE_REHEARSE=cuda-bf16`` or ``cuda-fp16``, :mod:`course_utils.rehearsal`)
+A rehearsed run (``COURSE_REHEARSE=cuda-bf16`` or ``cuda-fp16``, :mod:`course_utils.lab.rehearsal`)
 is shrunk to seconds and written under ``checkpoints/rehearsal/``, never to ``assets/runs/``.
 ``make rerecord`` (``scripts/rerecord.py``) redoes the ``cpu`` record and the positional seed
 records in sequence.
@@ -49,10 +49,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from course_utils.assets import ASSETS_DIR
 from course_utils.config import POSITIONAL_KINDS, PRESETS
-from course_utils.record_conditions import ConditionsProbe, conditions_of, cpu_model
-from course_utils.record_report import (  # noqa: F401  (notebook 12's helpers, re-exported)
+from course_utils.lab.assets import ASSETS_DIR
+from course_utils.measure.record_conditions import ConditionsProbe, conditions_of, cpu_model
+from course_utils.measure.record_report import (  # noqa: F401  (notebook 12's helpers, re-exported)
     T4_PEAK_FLOPS,
     plot_run_beside,
     t4_estimate_minutes,
@@ -132,7 +132,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from course_utils.train import add_set_option, check_command
 
     parser = argparse.ArgumentParser(
-        prog="python -m course_utils.record", description=__doc__.splitlines()[0]
+        prog="python -m course_utils.measure.record", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--config", required=True, help=f"one of {sorted(PRESETS)}")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
@@ -160,7 +160,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def record_run(argv: list[str] | None = None) -> tuple[dict, Path]:
     """Train the preset named on the command line and write its record; return both."""
-    from course_utils.device import get_device
+    from course_utils.lab.device import get_device
     from course_utils.train import prepare_run
     from course_utils.training.precision import describe_precision, device_precision
 
@@ -180,7 +180,7 @@ def record_run(argv: list[str] | None = None) -> tuple[dict, Path]:
     record = {
         "schema": SCHEMA_VERSION,
         "config_name": args.config,
-        "command": shlex.join(["python", "-m", "course_utils.record", *argv]),
+        "command": shlex.join(["python", "-m", "course_utils.measure.record", *argv]),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "device": describe_record_device(device),
         "versions": {
@@ -213,7 +213,7 @@ def record_run(argv: list[str] | None = None) -> tuple[dict, Path]:
 def default_record_path(config_name: str, device: torch.device | str) -> Path:
     """``assets/runs/<config>-<device>.json``; a rehearsed run (``COURSE_REHEARSE``) goes to
     ``checkpoints/rehearsal/<config>-<mode>.json`` instead: it is no record to commit."""
-    from course_utils.rehearsal import rehearsal_mode
+    from course_utils.lab.rehearsal import rehearsal_mode
 
     mode = rehearsal_mode()
     if mode is not None and torch.device(device).type == "cpu":
@@ -256,7 +256,7 @@ def _train_and_time(run: CommandRun, at_evaluation=None) -> tuple[list[dict], Hi
 def _timing(run: CommandRun, history: History, step_seconds: float, wall_started: float) -> dict:
     """The record's ``timing``: time per step, tokens/s, FLOPs per token, MFU where the
     GPU's peak is known, seconds in :func:`train` and since ``wall_started``."""
-    from course_utils.benchmark import flops_per_token, peak_bf16_flops
+    from course_utils.measure.benchmark import flops_per_token, peak_bf16_flops
 
     device = run.device
     tokens_per_s = history.tokens / step_seconds
@@ -329,7 +329,7 @@ def load_run(path: str | Path) -> dict:
     """Read one record and check its schema.
 
     Args:
-        path: a JSON file written by ``python -m course_utils.record``.
+        path: a JSON file written by ``python -m course_utils.measure.record``.
 
     Returns:
         The record as a dict (keys in the module docstring).

@@ -1,8 +1,8 @@
 """The tested versions, copied from constraints.txt by scripts/sync_notebook_headers.py.
 
-Do not edit: change constraints.txt and run the script. course_utils.environment uses
-this copy when constraints.txt is not around (the course installed from its URL, as
-in Colab); tests/test_notebook_headers.py checks that the two agree.
+Do not edit: change constraints.txt and run the script. course_utils.lab.environment
+uses this copy when constraints.txt is not around (the course installed from its URL,
+as in Colab); tests/test_notebook_headers.py checks that the two agree.
 """
 
 TESTED_VERSIONS = {

@@ -12,7 +12,7 @@ so the comparison is honest:
 - initialisation: PyTorch's defaults (Xavier for the attention projections), not the course's
   N(0, 0.02): the first losses differ, the work per step does not;
 - the same parameter count outside the embedding tables (biases everywhere, d_ff), so the
-  FLOPs per token of :func:`course_utils.benchmark.flops_per_token` apply to both.
+  FLOPs per token of :func:`course_utils.measure.benchmark.flops_per_token` apply to both.
 """
 
 from __future__ import annotations

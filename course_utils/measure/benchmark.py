@@ -3,10 +3,11 @@
 :func:`benchmark_training` times full training steps (forward, backward, optimizer) of the
 teaching path (explicit attention with its weights kept, LayerNorm formula), the fast path
 (one fused Q/K/V product, ``F.scaled_dot_product_attention``, fused LayerNorm) and a peer of
-the same shape built from ``nn.TransformerEncoderLayer`` (:mod:`course_utils.benchmark_peer`),
+the same shape built from ``nn.TransformerEncoderLayer``
+(:mod:`course_utils.measure.benchmark_peer`),
 and on CUDA also fp32 vs bf16 autocast and eager vs ``torch.compile``, with MFU (one variant
-is measured by :mod:`course_utils.benchmark_variant`);
-:func:`benchmark_table` (:mod:`course_utils.benchmark_report`) formats the result as text.
+is measured by :mod:`course_utils.measure.benchmark_variant`);
+:func:`benchmark_table` (:mod:`course_utils.measure.benchmark_report`) formats the result as text.
 ``benchmarks/train_throughput.py`` (``make bench``) runs it and writes JSON.
 
 MFU (model FLOPs utilisation) = tokens/s x FLOPs per token / the GPU's peak, with FLOPs per
@@ -26,11 +27,11 @@ from dataclasses import asdict
 
 import torch
 
-from course_utils.benchmark_variant import measure_variant, reset_peak_rss
 from course_utils.config import ModelConfig, TrainConfig, get_config
+from course_utils.lab.rehearsal import acting_device_type, rehearsal_mode, rehearsal_overrides
+from course_utils.measure.benchmark_variant import measure_variant, reset_peak_rss
+from course_utils.measure.record_conditions import cpu_model
 from course_utils.model import TinyDecoder
-from course_utils.record_conditions import cpu_model
-from course_utils.rehearsal import acting_device_type, rehearsal_mode, rehearsal_overrides
 from course_utils.training import enable_tf32, unwrap_model
 
 PATHS = ("teaching", "fast", "peer")
@@ -126,7 +127,7 @@ def benchmark_training(
     attention with its weights kept, ``model(x, y, need_weights=True)``, and the LayerNorm
     formula written out), ``"fast"`` (one fused Q/K/V product,
     ``F.scaled_dot_product_attention`` with ``is_causal`` and the fused ``F.layer_norm``) or
-    ``"peer"`` (:class:`~course_utils.benchmark_peer.PeerDecoder`, PyTorch's own layers);
+    ``"peer"`` (:class:`~course_utils.measure.benchmark_peer.PeerDecoder`, PyTorch's own layers);
     ``dtype`` is ``"float32"`` or ``"bfloat16"`` (autocast, CUDA only; float32 matrix
     products use TF32 on CUDA); ``compiled`` runs the model through ``torch.compile``. All
     paths use the same fast loop (:class:`DeviceBatches`, fused AdamW, no read-back per step).
@@ -136,7 +137,8 @@ def benchmark_training(
     turns (round-robin), which is fairer on a busy machine, and the median is kept.
 
     Args:
-        device: ``"auto"``, ``"cpu"``, ``"cuda"``... (see :func:`course_utils.device.get_device`).
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``... (see
+            :func:`course_utils.lab.device.get_device`).
         config: preset name; default ``"baby"`` on the CPU and ``"gpu"`` on CUDA.
         variants: default :data:`CPU_BENCHMARK_VARIANTS`, or on CUDA all eight of
             :data:`CUDA_BENCHMARK_VARIANTS`.
@@ -217,7 +219,7 @@ class _Plan:
 
 def _plan(device, config, variants, warmup_steps, timed_steps, repeats, time_budget) -> _Plan:
     """:func:`benchmark_training`'s arguments with the CPU or CUDA defaults, checked."""
-    from course_utils.device import get_device
+    from course_utils.lab.device import get_device
 
     device = get_device(device) if isinstance(device, str) and device == "auto" else device
     device = torch.device(device)
@@ -373,4 +375,4 @@ def _result_row(
     }
 
 
-from course_utils.benchmark_report import benchmark_table  # noqa: E402, F401  (re-exported)
+from course_utils.measure.benchmark_report import benchmark_table  # noqa: E402, F401  (re-exported)

@@ -2,13 +2,14 @@
 
 Usage (``make compare-blocks`` runs every record that is missing, one process at a time)::
 
-    python -m course_utils.compare_blocks train --arm modern --seed 1 [--threads 1]
-    python -m course_utils.compare_blocks timing [--rounds 7 --steps 10]
-    python -m course_utils.compare_blocks memory
+    python -m course_utils.measure.compare_blocks train --arm modern --seed 1 [--threads 1]
+    python -m course_utils.measure.compare_blocks timing [--rounds 7 --steps 10]
+    python -m course_utils.measure.compare_blocks memory
 
 Arms, all with the ``baby`` preset's training settings (2000 steps of 12 windows of 64
 characters, AdamW 1e-3 with warm-up and cosine decay) and data (Shakespeare characters, the
-first 90 % to train, the rest to validate), as ``python -m course_utils.record --config baby``:
+first 90 % to train, the rest to validate), as
+``python -m course_utils.measure.record --config baby``:
 
 * ``classic``: the course's :class:`~course_utils.model.TinyDecoder` (``baby``: pre-LN
   LayerNorm, GELU MLP of width 512, biases, 4 heads, RoPE, tied head): 804,096 parameters.
@@ -44,10 +45,10 @@ from pathlib import Path
 
 import torch
 
-from course_utils.assets import ASSETS_DIR
 from course_utils.config import ModelConfig, get_config
+from course_utils.lab.assets import ASSETS_DIR
 
-# A folder of their own: course_utils.record.find_runs reads every record of notebook 12's
+# A folder of their own: course_utils.measure.record.find_runs reads every record of notebook 12's
 # schema in assets/runs/, and these have another.
 RUNS_DIR = ASSETS_DIR / "runs" / "blocks"
 POSITIONAL_DIR = ASSETS_DIR / "runs"
@@ -100,7 +101,7 @@ def shakespeare_splits() -> tuple[torch.Tensor, torch.Tensor, int]:
 
 def _environment() -> dict:
     return {
-        "command": "python -m course_utils.compare_blocks " + shlex.join(sys.argv[1:]),
+        "command": "python -m course_utils.measure.compare_blocks " + shlex.join(sys.argv[1:]),
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "cpu": platform.processor() or platform.machine(),
         "threads": torch.get_num_threads(),
@@ -115,14 +116,14 @@ def run_record(arm: str, seed: int, max_iters: int | None = None) -> dict:
     ``versions``, ``model_config``, ``train_config``, ``parameters``, ``evaluations``
     [{step, train_loss, val_loss}], ``final`` {train_loss, val_loss}, ``train_s``.
     """
-    from course_utils.device import seed_everything
+    from course_utils.lab.device import seed_everything
     from course_utils.training import train
 
     train_data, val_data, vocab_size = shakespeare_splits()
     overrides = {"seed": seed} if max_iters is None else {"seed": seed, "max_iters": max_iters}
     _, train_config = get_config("baby", vocab_size, **overrides)
     model_config = arm_config(arm, vocab_size)
-    seed_everything(seed)  # the same initial weights as python -m course_utils.record
+    seed_everything(seed)  # the same initial weights as python -m course_utils.measure.record
     model = build_model(model_config)
     started = time.perf_counter()
     history = train(model, train_data, val_data, train_config, progress=False)
@@ -150,7 +151,7 @@ def load_records(
     """The recorded runs, ``arm -> records`` sorted by seed (arms without a record left out).
 
     ``classic`` comes from ``positional-rope-seedN.json`` (written by ``python -m
-    course_utils.record --config baby --positional rope --seed N``: the same model, data,
+    course_utils.measure.record --config baby --positional rope --seed N``: the same model, data,
     budget and seed as ``train --arm classic``) and from ``blocks-classic-seedN.json`` where
     that seed has no such record; the other arms from ``blocks-<arm>-seedN.json`` (an arm of
     :data:`SAME_AS` without its own records shares those of its twin).
@@ -208,7 +209,7 @@ def timing_record(rounds: int = 7, steps: int = 10) -> dict:
     """Time per step of ``classic`` and ``modern``, interleaved: for each of ``rounds``
     rounds, ``steps`` steps of one, then of the other (the order alternates between rounds);
     each round gives the median step; the record keeps every round and their medians (ms)."""
-    from course_utils.device import seed_everything
+    from course_utils.lab.device import seed_everything
     from course_utils.training.batches import DeviceBatches
     from course_utils.training.schedule import make_optimizer
 
@@ -272,7 +273,7 @@ def memory_record(batch: int = 1) -> dict:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring); a user's mistake exits 2 with one line."""
     parser = argparse.ArgumentParser(
-        prog="python -m course_utils.compare_blocks", description=__doc__.splitlines()[0]
+        prog="python -m course_utils.measure.compare_blocks", description=__doc__.splitlines()[0]
     )
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train", help="train one arm with the baby budget")

@@ -1,0 +1,1 @@
+"""The notebooks' setting: setup cell, environment report, device, figures, the shipped model."""

@@ -1,0 +1,1 @@
+"""Measurement and records: benchmarks, recorded runs, generation timing, block comparison."""
