@@ -281,16 +281,7 @@ class MultiHeadAttention(nn.Module):
             TypeError: a non-bool mask; x not float, or not the weights' dtype; ``is_causal``
                 or ``need_weights`` not a bool (``"False"`` would be true).
         """
-        check_tensor(x, "x", f"float (B, T, d_model={self.d_model})")
-        is_causal, need_weights = (
-            check_bool(is_causal, "is_causal"),
-            check_bool(need_weights, "need_weights"),
-        )
-        if x.ndim != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"expected x of shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
-            )
-        check_input_dtype(x, self.w_q.weight)
+        is_causal, need_weights = self._check_forward(x, is_causal, need_weights)
         batch, time, _ = x.shape
         mask = combine_masks(mask, key_padding_mask, (batch, self.n_heads, time, time))
         if need_weights:  # the teaching path: three projections, as in the paper
@@ -315,6 +306,20 @@ class MultiHeadAttention(nn.Module):
                 mask = mask & causal_mask(time, x.device)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
         return self.output_dropout(self.w_o(merge_heads(out)))  # (B, h, T, d_k) -> (B, T, C)
+
+    def _check_forward(
+        self, x: object, is_causal: object, need_weights: object
+    ) -> tuple[bool, bool]:
+        """Raise unless ``x`` is float ``(B, T, d_model)`` of the weights' dtype; bool flags."""
+        check_tensor(x, "x", f"float (B, T, d_model={self.d_model})")
+        is_causal = check_bool(is_causal, "is_causal")
+        need_weights = check_bool(need_weights, "need_weights")
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"expected x of shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
+            )
+        check_input_dtype(x, self.w_q.weight)
+        return is_causal, need_weights
 
     def _fused_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Q, K, V ``(B, h, T, d_k)`` each from one matrix product with W^Q, W^K, W^V stacked.

@@ -268,6 +268,17 @@ def forward_with_cache(model: TinyDecoder, ids: torch.Tensor, cache: KVCache) ->
         TypeError: a model that is not a :class:`TinyDecoder` or whose blocks are not pre-LN
             :class:`DecoderBlock`, a cache that is not a :class:`KVCache`, float ids or text.
     """
+    ids = _check_cached_step(model, ids, cache)
+    start = len(cache)
+    x = _add_positions(model, model.token_embedding(ids), start)  # (B, T_new) -> (B, T_new, C)
+    for layer, block in enumerate(model.blocks):
+        x = x + _attention_step(block, block.ln_1(x), cache, layer, start)
+        x = x + block.feed_forward(block.ln_2(x))  # (B, T_new, C)
+    return model.lm_head(model.final_norm(x))  # (B, T_new, C) -> (B, T_new, V)
+
+
+def _check_cached_step(model: object, ids: object, cache: object) -> torch.Tensor:
+    """:func:`forward_with_cache`'s arguments checked (see its Raises); ``ids`` as a tensor."""
     check_instance(model, "model", DECODERS, "e.g. load_baby()[0] or TinyDecoder(config)")
     check_instance(cache, "cache", KVCache, "start with cache = KVCache(), then pass it back")
     if model.training:
@@ -284,11 +295,7 @@ def forward_with_cache(model: TinyDecoder, ids: torch.Tensor, cache: KVCache) ->
     for block in model.blocks:
         if type(block) not in (DecoderBlock, ModernBlock):
             raise TypeError(f"expected pre-LN DecoderBlock layers, got {type(block).__name__}")
-    x = _add_positions(model, model.token_embedding(ids), start)  # (B, T_new) -> (B, T_new, C)
-    for layer, block in enumerate(model.blocks):
-        x = x + _attention_step(block, block.ln_1(x), cache, layer, start)
-        x = x + block.feed_forward(block.ln_2(x))  # (B, T_new, C)
-    return model.lm_head(model.final_norm(x))  # (B, T_new, C) -> (B, T_new, V)
+    return ids
 
 
 def _as_ids(model: TinyDecoder, ids: object, axes: str) -> torch.Tensor:

@@ -241,21 +241,9 @@ class TinyDecoder(nn.Module):
             TypeError: a float max_new_tokens or top_k, a non-bool greedy, a temperature that
                 is not a number, a generator that is not a torch.Generator, float ids.
         """
-        max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0)
-        greedy = check_bool(greedy, "greedy")
-        if not greedy:  # greedy ignores temperature and top_k
-            temperature, top_k = self._check_sampling(temperature, top_k)
-        if generator is not None and not isinstance(generator, torch.Generator):
-            raise TypeError(
-                f"generator must be a torch.Generator or None, got {type(generator).__name__}; "
-                "e.g. torch.Generator().manual_seed(0)"
-            )
-        ids = self._check_prompt(ids)
-        if generator is not None and generator.device.type != ids.device.type:
-            raise ValueError(
-                f"generator is on {generator.device} but the model on {ids.device}; use "
-                f"torch.Generator(device={str(ids.device)!r}).manual_seed(seed)"
-            )
+        ids, max_new_tokens, temperature, top_k, greedy = self._check_generate(
+            ids, max_new_tokens, temperature, top_k, greedy, generator
+        )
         was_training = self.training
         self.eval()
         for _ in range(max_new_tokens):
@@ -274,3 +262,22 @@ class TinyDecoder(nn.Module):
             ids = torch.cat([ids, next_id], dim=1)  # (B, T) -> (B, T + 1)
         self.train(was_training)
         return ids
+
+    def _check_generate(self, ids, max_new_tokens, temperature, top_k, greedy, generator):
+        """:meth:`generate`'s arguments checked (see its Raises), normalised."""
+        max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0)
+        greedy = check_bool(greedy, "greedy")
+        if not greedy:  # greedy ignores temperature and top_k
+            temperature, top_k = self._check_sampling(temperature, top_k)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(
+                f"generator must be a torch.Generator or None, got {type(generator).__name__}; "
+                "e.g. torch.Generator().manual_seed(0)"
+            )
+        ids = self._check_prompt(ids)
+        if generator is not None and generator.device.type != ids.device.type:
+            raise ValueError(
+                f"generator is on {generator.device} but the model on {ids.device}; use "
+                f"torch.Generator(device={str(ids.device)!r}).manual_seed(seed)"
+            )
+        return ids, max_new_tokens, temperature, top_k, greedy
