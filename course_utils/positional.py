@@ -384,19 +384,8 @@ class RotaryEmbedding(nn.Module):
             TypeError: an ``x`` that is not a float tensor, an ``offset`` that is not an int.
             ValueError: wrong last axis, negative offset, or ``offset + T > max_len``.
         """
-        _check_rotary_input(x)
-        if x.shape[-1] != self.head_dim:
-            raise ValueError(f"expected (..., T, d_k={self.head_dim}), got {tuple(x.shape)}")
-        length = x.shape[-2]
-        offset = check_int(offset, "offset")
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0 (the number of earlier tokens), got {offset}")
-        if offset + length > self.max_len:
-            raise ValueError(
-                f"sequence length T={length} at offset={offset} exceeds max_len={self.max_len} "
-                "of the rotary tables; crop the context to max_len tokens"
-            )
-        end = offset + length
+        offset = self._check_forward(x, offset)
+        end = offset + x.shape[-2]
         cos, sin = self.cos[offset:end], self.sin[offset:end]  # (T, d/2)
         # MPS has no complex kernels and torch.compile cannot generate code for them:
         # there, the same rotation written out with real numbers.
@@ -412,6 +401,22 @@ class RotaryEmbedding(nn.Module):
         rotation = self.rotation_table(x.device, real)[offset:end]  # (T, d/2), |z| = 1
         rotated = torch.view_as_real(pairs * rotation)  # (..., T, d/2, 2)
         return rotated.flatten(-2).to(x.dtype)  # (..., T, d/2, 2) -> (..., T, d)
+
+    def _check_forward(self, x: object, offset: object) -> int:
+        """Raise unless ``x`` is float ``(..., T, d_k)`` and ``offset + T <= max_len``."""
+        _check_rotary_input(x)
+        if x.shape[-1] != self.head_dim:
+            raise ValueError(f"expected (..., T, d_k={self.head_dim}), got {tuple(x.shape)}")
+        length = x.shape[-2]
+        offset = check_int(offset, "offset")
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0 (the number of earlier tokens), got {offset}")
+        if offset + length > self.max_len:
+            raise ValueError(
+                f"sequence length T={length} at offset={offset} exceeds max_len={self.max_len} "
+                "of the rotary tables; crop the context to max_len tokens"
+            )
+        return offset
 
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, max_len={self.max_len}"
