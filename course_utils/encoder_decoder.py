@@ -301,6 +301,17 @@ class EncoderDecoder(nn.Module):
         logits = self.decode(tgt, memory, src_key_padding_mask, need_weights=need_weights)
         if targets is None:
             return logits, None
+        targets = self._check_targets(targets, tgt).to(logits.device)
+        loss = F.cross_entropy(
+            logits.flatten(0, 1),
+            targets.flatten(),
+            ignore_index=self.config.pad_id,
+            label_smoothing=label_smoothing,
+        )
+        return logits, loss
+
+    def _check_targets(self, targets: object, tgt: torch.Tensor) -> torch.Tensor:
+        """``targets`` as ids shaped like ``tgt``, ``-100`` replaced by ``pad_id``."""
         targets = as_id_tensor(targets, "targets")
         if targets.shape != tgt.shape:
             raise ValueError(
@@ -309,14 +320,7 @@ class EncoderDecoder(nn.Module):
         # -100 (F.cross_entropy's ignore_index) is skipped like pad_id, the ignored id here
         targets = targets.masked_fill(targets == IGNORE_INDEX, self.config.pad_id)
         check_token_ids(targets, self.config.tgt_vocab_size, "targets")
-        targets = targets.to(logits.device)
-        loss = F.cross_entropy(
-            logits.flatten(0, 1),
-            targets.flatten(),
-            ignore_index=self.config.pad_id,
-            label_smoothing=label_smoothing,
-        )
-        return logits, loss
+        return targets
 
     @torch.no_grad()
     def greedy_decode(
