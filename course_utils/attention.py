@@ -69,6 +69,25 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     )  # (B,h,T,d_k)->(B,T,C)
 
 
+def check_last_axis(
+    x: torch.Tensor, size: int, weight: torch.Tensor, owner: str, axis: str = "C"
+) -> None:
+    """The input of a layer that acts on each vector's channels (a norm, a feed-forward
+    network): a float tensor ``(..., size)`` with the dtype of ``weight``.
+
+    Raises:
+        TypeError: as :func:`check_input_dtype`.
+        ValueError: a last axis other than ``size``, naming ``owner`` and both shapes.
+    """
+    check_tensor(x, "x", f"float (..., {axis}={size})")
+    if x.shape[-1] != size:
+        raise ValueError(
+            f"{owner} expected x of shape (..., {axis}={size}): a last axis of size {size}, "
+            f"got shape {tuple(x.shape)}"
+        )
+    check_input_dtype(x, weight)
+
+
 def check_input_dtype(x: torch.Tensor, weight: torch.Tensor, name: str = "x") -> None:
     """Raise a clear error unless ``x`` is a float tensor with the dtype of ``weight`` (under
     autocast, any float dtype: autocast converts it).

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.attention import MultiHeadAttention, check_dropout_p, check_input_dtype
-from course_utils.checks import check_bool, check_choice, check_float, check_int, check_tensor
+from course_utils.attention import MultiHeadAttention, check_dropout_p, check_last_axis
+from course_utils.checks import check_bool, check_choice, check_float, check_int
 
 
 class LayerNorm(nn.Module):
@@ -52,13 +52,7 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(normalized_shape))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tensor(x, "x", f"float (..., C={self.normalized_shape})")
-        if x.shape[-1] != self.normalized_shape:
-            raise ValueError(
-                f"LayerNorm expects a last axis of size {self.normalized_shape}, "
-                f"got shape {tuple(x.shape)}"
-            )
-        check_input_dtype(x, self.weight)
+        check_last_axis(x, self.normalized_shape, self.weight, "LayerNorm")
         if not self.explicit:
             return F.layer_norm(x, (self.normalized_shape,), self.weight, self.bias, self.eps)
         variance, mean = torch.var_mean(x, dim=-1, keepdim=True, unbiased=False)  # biased: / C
@@ -106,12 +100,7 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tensor(x, "x", f"float (B, T, d_model={self.up.in_features})")
-        if x.shape[-1] != self.up.in_features:
-            raise ValueError(
-                f"expected x of shape (..., d_model={self.up.in_features}), got {tuple(x.shape)}"
-            )
-        check_input_dtype(x, self.up.weight)
+        check_last_axis(x, self.up.in_features, self.up.weight, "FeedForward", "d_model")
         return self.dropout(self.down(self.activation(self.up(x))))  # (B,T,C)->(B,T,d_ff)->(B,T,C)
 
 

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.attention import check_input_dtype
-from course_utils.checks import check_bool, check_float, check_int, check_tensor
+from course_utils.attention import check_last_axis
+from course_utils.checks import check_bool, check_float, check_int
 
 
 class RMSNorm(nn.Module):
@@ -53,13 +53,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(normalized_shape))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tensor(x, "x", f"float (..., C={self.normalized_shape})")
-        if x.shape[-1] != self.normalized_shape:
-            raise ValueError(
-                f"RMSNorm expects a last axis of size {self.normalized_shape}, "
-                f"got shape {tuple(x.shape)}"
-            )
-        check_input_dtype(x, self.weight)
+        check_last_axis(x, self.normalized_shape, self.weight, "RMSNorm")
         if not self.explicit:
             return F.rms_norm(x, (self.normalized_shape,), self.weight, self.eps)
         mean_square = x.pow(2).mean(dim=-1, keepdim=True)  # (..., C) -> (..., 1); no mean removed

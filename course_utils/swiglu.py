@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.attention import check_input_dtype
-from course_utils.checks import check_bool, check_int, check_tensor
+from course_utils.attention import check_last_axis
+from course_utils.checks import check_bool, check_int
 
 
 def swiglu_hidden_width(d_ff: int, multiple_of: int = 8) -> int:
@@ -63,11 +63,6 @@ class SwiGLUFeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tensor(x, "x", f"float (B, T, d_model={self.up.in_features})")
-        if x.shape[-1] != self.up.in_features:
-            raise ValueError(
-                f"expected x of shape (..., d_model={self.up.in_features}), got {tuple(x.shape)}"
-            )
-        check_input_dtype(x, self.up.weight)
+        check_last_axis(x, self.up.in_features, self.up.weight, "SwiGLUFeedForward", "d_model")
         gated = F.silu(self.gate(x)) * self.up(x)  # (B, T, C) -> (B, T, d_ff), elementwise gate
         return self.dropout(self.down(gated))  # (B, T, d_ff) -> (B, T, C)
