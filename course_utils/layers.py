@@ -12,6 +12,24 @@ from course_utils.attention import MultiHeadAttention, check_dropout_p, check_la
 from course_utils.checks import check_bool, check_choice, check_float, check_int
 
 
+def check_norm_args(
+    normalized_shape: object, eps: object, explicit: object, typical_eps: str
+) -> tuple[int, float, bool]:
+    """A norm layer's arguments (LayerNorm here, RMSNorm in :mod:`course_utils.rmsnorm`):
+    ``normalized_shape`` an int >= 1, ``eps`` a finite number > 0, ``explicit`` a bool.
+
+    Raises:
+        TypeError, ValueError: naming the argument, what it must be and what was given.
+    """
+    normalized_shape = check_int(
+        normalized_shape, "normalized_shape", minimum=1, why="C, the size of the last axis"
+    )
+    eps = check_float(
+        eps, "eps", 0.0, math.inf, low_open=True, high_open=True, why=f"typical: {typical_eps}"
+    )
+    return normalized_shape, eps, check_bool(explicit, "explicit")
+
+
 class LayerNorm(nn.Module):
     """Normalise each token's vector to zero mean and unit variance, then scale and shift.
 
@@ -40,13 +58,7 @@ class LayerNorm(nn.Module):
 
     def __init__(self, normalized_shape: int, eps: float = 1e-5, explicit: bool = False):
         super().__init__()
-        normalized_shape = check_int(
-            normalized_shape, "normalized_shape", minimum=1, why="C, the size of the last axis"
-        )
-        eps = check_float(
-            eps, "eps", 0.0, math.inf, low_open=True, high_open=True, why="typical: 1e-5"
-        )
-        explicit = check_bool(explicit, "explicit")
+        normalized_shape, eps, explicit = check_norm_args(normalized_shape, eps, explicit, "1e-5")
         self.normalized_shape, self.eps, self.explicit = normalized_shape, eps, explicit
         self.weight = nn.Parameter(torch.ones(normalized_shape))
         self.bias = nn.Parameter(torch.zeros(normalized_shape))

@@ -10,14 +10,12 @@ every sub-layer and before the LM head.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from course_utils.attention import check_last_axis
-from course_utils.checks import check_bool, check_float, check_int
+from course_utils.layers import check_norm_args
 
 
 class RMSNorm(nn.Module):
@@ -42,14 +40,8 @@ class RMSNorm(nn.Module):
 
     def __init__(self, normalized_shape: int, eps: float = 1e-6, explicit: bool = False):
         super().__init__()
-        normalized_shape = check_int(
-            normalized_shape, "normalized_shape", minimum=1, why="C, the size of the last axis"
-        )
-        eps = check_float(
-            eps, "eps", 0.0, math.inf, low_open=True, high_open=True, why="typical: 1e-6"
-        )
-        self.normalized_shape, self.eps = normalized_shape, eps
-        self.explicit = check_bool(explicit, "explicit")
+        normalized_shape, eps, explicit = check_norm_args(normalized_shape, eps, explicit, "1e-6")
+        self.normalized_shape, self.eps, self.explicit = normalized_shape, eps, explicit
         self.weight = nn.Parameter(torch.ones(normalized_shape))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
