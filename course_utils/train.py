@@ -95,14 +95,20 @@ def parse_settings(settings: list[str]) -> dict:
     """
     parsed = {}
     for setting in settings:
-        key, sep, value = setting.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set expects FIELD=VALUE, got {setting!r}; e.g. --set d_model=32")
+        key, value = _check_setting(setting)
         try:
             parsed[key] = json.loads(value)
         except json.JSONDecodeError:
             parsed[key] = value
     return parsed
+
+
+def _check_setting(setting: str) -> tuple[str, str]:
+    """``"FIELD=VALUE"`` as ``(FIELD, VALUE)``; ValueError without ``=`` or a field."""
+    key, sep, value = setting.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--set expects FIELD=VALUE, got {setting!r}; e.g. --set d_model=32")
+    return key, value
 
 
 def run_overrides(args: argparse.Namespace) -> dict:

@@ -60,13 +60,8 @@ class DeviceBatches:
         seed = check_int(seed, "seed", minimum=0)
         world_size = check_int(world_size, "world_size", minimum=1)
         rank = check_int(rank, "rank")
-        if len(data) <= block_size:
-            raise ValueError(
-                f"{name} has {len(data)} tokens, need more than block_size={block_size} "
-                "for one window"
-            )
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
+        self._check_window(data, block_size, name)
+        self._check_rank(rank, world_size)
         self.device = as_device(device)
         self.data = data.to(self.device)  # once
         self.block_size, self.batch_size = block_size, batch_size
@@ -75,6 +70,21 @@ class DeviceBatches:
             self.generator = torch.Generator(device=self.device).manual_seed(seed)
         except RuntimeError:  # a device without its own generator: draw starts on the CPU
             self.generator = torch.Generator().manual_seed(seed)
+
+    @staticmethod
+    def _check_window(data: torch.Tensor, block_size: int, name: str) -> None:
+        """ValueError when ``data`` is too short for one window of ``block_size + 1`` tokens."""
+        if len(data) <= block_size:
+            raise ValueError(
+                f"{name} has {len(data)} tokens, need more than block_size={block_size} "
+                "for one window"
+            )
+
+    @staticmethod
+    def _check_rank(rank: int, world_size: int) -> None:
+        """ValueError when ``rank`` is outside ``[0, world_size)``."""
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
 
     def sample(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Return ``(x, y)``, both int64 ``(batch_size, block_size)`` on the device, with

@@ -53,12 +53,7 @@ def save_checkpoint(
         IsADirectoryError: ``path`` is an existing directory (pass ``path / "model.pt"``).
     """
     path = _check_path(path)
-    model = unwrap_model(model)
-    if not isinstance(model, TinyDecoder):
-        raise TypeError(
-            f"model must be the TinyDecoder to save, got {type(model).__name__}; call "
-            "save_checkpoint(path, model, optimizer, step)"
-        )
+    model = _check_model_to_save(unwrap_model(model))
     step = check_int(step, "step", minimum=0, why="optimizer steps done")
     for name, value, expected, fix in (
         ("optimizer", optimizer, torch.optim.Optimizer, "e.g. make_optimizer(model, config)"),
@@ -68,12 +63,7 @@ def save_checkpoint(
     ):
         if value is not None:
             check_instance(value, name, expected, f"{fix}, or None")
-    if path.is_dir():
-        raise IsADirectoryError(
-            f"path {str(path)!r} is an existing directory, not a checkpoint file; pass a file "
-            f"name inside it, e.g. save_checkpoint({str(path / 'model.pt')!r}, model, "
-            "optimizer, step)"
-        )
+    _check_not_directory(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         "model": model.state_dict(),
@@ -91,6 +81,26 @@ def save_checkpoint(
     }
     _write_atomically(_with_checksum(state), path)
     return path
+
+
+def _check_model_to_save(model: object) -> TinyDecoder:
+    """TypeError unless the (unwrapped) ``model`` is a TinyDecoder."""
+    if not isinstance(model, TinyDecoder):
+        raise TypeError(
+            f"model must be the TinyDecoder to save, got {type(model).__name__}; call "
+            "save_checkpoint(path, model, optimizer, step)"
+        )
+    return model
+
+
+def _check_not_directory(path: Path) -> None:
+    """IsADirectoryError when ``path`` is an existing directory."""
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"path {str(path)!r} is an existing directory, not a checkpoint file; pass a file "
+            f"name inside it, e.g. save_checkpoint({str(path / 'model.pt')!r}, model, "
+            "optimizer, step)"
+        )
 
 
 def _write_atomically(state: dict, path: Path) -> None:
@@ -150,6 +160,21 @@ def load_checkpoint(
     if optimizer is not None:
         check_instance(optimizer, "optimizer", torch.optim.Optimizer, "or None")
     state = _read(path, map_location)
+    _check_is_checkpoint(state, path)
+    _verify_checksum(state, path)
+    _check_known_fields(state["model_config"], path)
+    if optimizer is not None and state.get("optimizer") is not None:
+        _check_optimizer_matches(state["optimizer"], optimizer, path)
+    if model is not None:
+        _check_config_matches(state["model_config"], model, path)
+        model.load_state_dict(state["model"])
+    if optimizer is not None and state.get("optimizer") is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    return state
+
+
+def _check_is_checkpoint(state: object, path: object) -> None:
+    """ValueError unless ``state`` is a dict with the keys ``model`` and ``model_config``."""
     if not isinstance(state, dict) or "model" not in state or "model_config" not in state:
         found = sorted(state)[:8] if isinstance(state, dict) else type(state).__name__
         hint = ""
@@ -163,26 +188,20 @@ def load_checkpoint(
             f"{path} is not a checkpoint written by save_checkpoint: expected the keys "
             f"'model' and 'model_config', found {found}{hint}"
         )
-    _verify_checksum(state, path)
-    _check_known_fields(state["model_config"], path)
-    if optimizer is not None and state.get("optimizer") is not None:
-        _check_optimizer_matches(state["optimizer"], optimizer, path)
-    if model is not None:
-        expected = asdict(model.config)
-        saved = state["model_config"]
-        differing = {k: (saved.get(k), v) for k, v in expected.items() if saved.get(k) != v}
-        if differing:
-            details = ", ".join(
-                f"{k}: checkpoint {a!r} vs model {b!r}" for k, (a, b) in differing.items()
-            )
-            raise ValueError(
-                f"checkpoint {path} was written for a different model config ({details}); "
-                f"build the model with ModelConfig(**checkpoint['model_config'])"
-            )
-        model.load_state_dict(state["model"])
-    if optimizer is not None and state.get("optimizer") is not None:
-        optimizer.load_state_dict(state["optimizer"])
-    return state
+
+
+def _check_config_matches(saved: dict, model: TinyDecoder, path: object) -> None:
+    """ValueError when ``model``'s config differs from the checkpoint's ``model_config``."""
+    expected = asdict(model.config)
+    differing = {k: (saved.get(k), v) for k, v in expected.items() if saved.get(k) != v}
+    if differing:
+        details = ", ".join(
+            f"{k}: checkpoint {a!r} vs model {b!r}" for k, (a, b) in differing.items()
+        )
+        raise ValueError(
+            f"checkpoint {path} was written for a different model config ({details}); "
+            f"build the model with ModelConfig(**checkpoint['model_config'])"
+        )
 
 
 def _check_path(path: object) -> Path:

@@ -50,11 +50,7 @@ def init_distributed(device: torch.device | str = "cpu") -> tuple[int, int, torc
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
         return 0, 1, device
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(
-            f"multi-process training supports CPU (gloo) and CUDA (NCCL), not {device.type!r}; "
-            "pass --device cpu or run one process"
-        )
+    _check_multiprocess_device(device)
     local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0")))
     if device.type == "cuda":
         device = torch.device("cuda", local_rank)
@@ -65,6 +61,15 @@ def init_distributed(device: torch.device | str = "cpu") -> tuple[int, int, torc
         else:
             dist.init_process_group("gloo")
     return dist.get_rank(), dist.get_world_size(), device
+
+
+def _check_multiprocess_device(device: torch.device) -> None:
+    """ValueError for a device type that several processes cannot share (neither CPU nor CUDA)."""
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(
+            f"multi-process training supports CPU (gloo) and CUDA (NCCL), not {device.type!r}; "
+            "pass --device cpu or run one process"
+        )
 
 
 def close_distributed() -> None:

@@ -65,33 +65,12 @@ def estimate_loss(
             ``block_size``; an unknown device name.
         RuntimeError: a CUDA or MPS device this machine does not have.
     """
-    check_instance(
-        model,
-        "model",
-        torch.nn.Module,
-        "pass the model (a TinyDecoder) first: estimate_loss(model, splits, config)"
-        + (", not the optimizer" if isinstance(model, torch.optim.Optimizer) else ""),
-    )
-    inner = unwrap_model(model)
-    if not isinstance(getattr(getattr(inner, "config", None), "block_size", None), int):
-        raise TypeError(
-            f"model must carry a config with a block_size (as TinyDecoder does), got a "
-            f"{type(inner).__name__} without model.config.block_size; pass a TinyDecoder"
-        )
-    if not isinstance(splits, Mapping):
-        raise TypeError(
-            f"splits must be a dict of name -> 1-D token stream, got {type(splits).__name__}; "
-            'e.g. estimate_loss(model, {"train": train_data, "val": val_data}, config)'
-        )
-    if not splits:
-        raise ValueError(
-            f'splits is empty ({dict(splits)}): give at least one stream, e.g. {{"val": val_data}}'
-        )
+    block_size = _check_model(model)
+    _check_splits(splits)
     config = check_instance(
         config, "config", TrainConfig, "batch_size, eval_iters and seed come from the TrainConfig"
     )
     device = as_device(device)
-    block_size = inner.config.block_size
     was_training = model.training
     model.eval()
     result = {}
@@ -118,3 +97,34 @@ def estimate_loss(
         result[name] = total / config.eval_iters
     model.train(was_training)
     return result
+
+
+def _check_model(model: object) -> int:
+    """The ``block_size`` of ``model``'s config; TypeError for a model without one."""
+    check_instance(
+        model,
+        "model",
+        torch.nn.Module,
+        "pass the model (a TinyDecoder) first: estimate_loss(model, splits, config)"
+        + (", not the optimizer" if isinstance(model, torch.optim.Optimizer) else ""),
+    )
+    inner = unwrap_model(model)
+    if not isinstance(getattr(getattr(inner, "config", None), "block_size", None), int):
+        raise TypeError(
+            f"model must carry a config with a block_size (as TinyDecoder does), got a "
+            f"{type(inner).__name__} without model.config.block_size; pass a TinyDecoder"
+        )
+    return inner.config.block_size
+
+
+def _check_splits(splits: object) -> None:
+    """TypeError unless ``splits`` is a mapping, ValueError when it is empty."""
+    if not isinstance(splits, Mapping):
+        raise TypeError(
+            f"splits must be a dict of name -> 1-D token stream, got {type(splits).__name__}; "
+            'e.g. estimate_loss(model, {"train": train_data, "val": val_data}, config)'
+        )
+    if not splits:
+        raise ValueError(
+            f'splits is empty ({dict(splits)}): give at least one stream, e.g. {{"val": val_data}}'
+        )

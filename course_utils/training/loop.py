@@ -89,11 +89,7 @@ def training_step(
     """
     learning_rate = _check_step_args(model, optimizer, learning_rate, need_weights, scaler)
     precision = device_precision(device, config)
-    if precision == "fp16" and scaler is None:
-        raise ValueError(
-            "this step runs in float16 autocast and needs a GradScaler, got scaler=None; "
-            "pass scaler=make_grad_scaler(device, 'fp16') (from course_utils.training.precision)"
-        )
+    _check_scaler_for(precision, scaler)
     for group in optimizer.param_groups:
         group["lr"] = learning_rate
     with autocast_context(torch.device(device), config, precision):
@@ -129,6 +125,15 @@ def _check_step_args(model, optimizer, learning_rate, need_weights, scaler) -> f
             scaler, "scaler", torch.amp.GradScaler, "use make_grad_scaler(device, 'fp16')"
         )
     return rate
+
+
+def _check_scaler_for(precision: str, scaler: torch.amp.GradScaler | None) -> None:
+    """ValueError for an fp16 step without a GradScaler."""
+    if precision == "fp16" and scaler is None:
+        raise ValueError(
+            "this step runs in float16 autocast and needs a GradScaler, got scaler=None; "
+            "pass scaler=make_grad_scaler(device, 'fp16') (from course_utils.training.precision)"
+        )
 
 
 def _flush_losses(pending: list[torch.Tensor], history: History, world_size: int) -> None:

@@ -55,42 +55,63 @@ def choose_precision(
             with an index: pass ``torch.device(...).type``); or it is ``"cuda"`` with no
             capability.
     """
-    if not isinstance(device_type, str) or _device_type(device_type) != device_type:
-        raise ValueError(
-            f"device_type must be a device type such as 'cpu', 'cuda' or 'mps' "
-            f"(torch.device.type), got {device_type!r}; pass torch.device(device).type"
-        )
-    if capability is not None:
-        if not isinstance(capability, tuple | list) or len(capability) != 2:
-            raise TypeError(
-                f"capability must be the pair (major, minor), got {capability!r}; e.g. (8, 0), "
-                "or torch.cuda.get_device_capability(device)"
-            )
-        capability = (
-            check_int(capability[0], "capability[0]"),
-            check_int(capability[1], "capability[1]"),
-        )
-    if requested not in _REQUESTS:
-        raise ValueError(
-            f"requested precision must be one of {_REQUESTS}, got {requested!r}; set "
-            "TrainConfig.autocast_dtype to one of them"
-        )
+    _check_device_type(device_type)
+    capability = _check_capability(capability)
+    _check_requested(requested)
     if requested == "float32":
         return "fp32"
     if requested == "float16":
         return "fp16"
     if device_type != "cuda":
         return "fp32"
-    if capability is None:
-        raise ValueError(
-            "capability must be the CUDA compute capability (major, minor) on cuda, got "
-            "None; pass torch.cuda.get_device_capability(device)"
-        )
+    _check_capability_on_cuda(capability)
     if tuple(capability) >= (8, 0):
         return "bf16"
     if tuple(capability) >= (7, 0):
         return "fp16"
     return "fp32"
+
+
+def _check_device_type(device_type: object) -> None:
+    """ValueError unless ``device_type`` is a device type as ``torch.device.type`` names it."""
+    if not isinstance(device_type, str) or _device_type(device_type) != device_type:
+        raise ValueError(
+            f"device_type must be a device type such as 'cpu', 'cuda' or 'mps' "
+            f"(torch.device.type), got {device_type!r}; pass torch.device(device).type"
+        )
+
+
+def _check_capability(capability: object) -> tuple[int, int] | None:
+    """``capability`` as a pair of ints (None stays None); TypeError for anything else."""
+    if capability is None:
+        return None
+    if not isinstance(capability, tuple | list) or len(capability) != 2:
+        raise TypeError(
+            f"capability must be the pair (major, minor), got {capability!r}; e.g. (8, 0), "
+            "or torch.cuda.get_device_capability(device)"
+        )
+    return (
+        check_int(capability[0], "capability[0]"),
+        check_int(capability[1], "capability[1]"),
+    )
+
+
+def _check_requested(requested: object) -> None:
+    """ValueError unless ``requested`` is one of the config's precision names."""
+    if requested not in _REQUESTS:
+        raise ValueError(
+            f"requested precision must be one of {_REQUESTS}, got {requested!r}; set "
+            "TrainConfig.autocast_dtype to one of them"
+        )
+
+
+def _check_capability_on_cuda(capability: tuple[int, int] | None) -> None:
+    """ValueError when the capability is missing on CUDA."""
+    if capability is None:
+        raise ValueError(
+            "capability must be the CUDA compute capability (major, minor) on cuda, got "
+            "None; pass torch.cuda.get_device_capability(device)"
+        )
 
 
 def _device_type(name: str) -> str | None:

@@ -68,10 +68,7 @@ class NotebookProgress:
         growth: float = GROWTH,
         clock=time.perf_counter,
     ) -> None:
-        if min_interval < 0 or growth < 0:
-            raise ValueError(
-                f"min_interval and growth must be >= 0, got {min_interval} and {growth}"
-            )
+        self._check_intervals(min_interval, growth)
         from IPython.display import display
 
         self.steps, self.description, self.unit = steps, description, unit
@@ -80,6 +77,14 @@ class NotebookProgress:
         self.n, self.postfix, self.refreshes, self.closed = 0, "", 0, False
         self.started = self.last_refresh = clock()
         self.handle = display({"text/plain": self.text()}, raw=True, display_id=True)
+
+    @staticmethod
+    def _check_intervals(min_interval: float, growth: float) -> None:
+        """ValueError when ``min_interval`` or ``growth`` is negative."""
+        if min_interval < 0 or growth < 0:
+            raise ValueError(
+                f"min_interval and growth must be >= 0, got {min_interval} and {growth}"
+            )
 
     def text(self) -> str:
         """The line as tqdm formats it, e.g. ``training: 100%|██████████| 1200/1200
