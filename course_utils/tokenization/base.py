@@ -41,6 +41,12 @@ def _as_vocab(vocab: object) -> list[str]:
     return vocab
 
 
+def _check_corpus(text: str) -> None:
+    """``text`` (the corpus a tokenizer is built from) is not empty."""
+    if not text:
+        raise ValueError("text is empty; pass the corpus the tokenizer should cover")
+
+
 class _TableTokenizer:
     """What the table tokenizers share: a token's id is its position in ``vocab``.
 
@@ -51,6 +57,12 @@ class _TableTokenizer:
 
     def __init__(self, vocab: Sequence[str]):
         vocab = _as_vocab(vocab)
+        self._check_distinct(vocab)
+        self.vocab = vocab
+        self.token_to_id = {token: i for i, token in enumerate(vocab)}
+
+    def _check_distinct(self, vocab: list[str]) -> None:
+        """Each token of ``vocab`` appears once (one id per token)."""
         if len(set(vocab)) != len(vocab):
             counts = Counter(vocab)
             repeated = [token for token, n in counts.items() if n > 1]
@@ -60,8 +72,6 @@ class _TableTokenizer:
                 "list(dict.fromkeys(vocab)) (keeps the first of each, in order), or build the "
                 f"vocabulary from text with {type(self).__name__}.from_text(text)"
             )
-        self.vocab = vocab
-        self.token_to_id = {token: i for i, token in enumerate(vocab)}
 
     @property
     def vocab_size(self) -> int:

@@ -36,14 +36,19 @@ def merge_pair(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[i
         >>> merge_pair([5, 6, 5, 6, 7], (5, 6), 256)
         [256, 256, 7]
     """
+    _check_ids(ids)
+    pair = _check_pair(pair, "pair")
+    new_id = check_int(new_id, "new_id", minimum=0)
+    return _merge_pair(ids, pair, new_id)
+
+
+def _check_ids(ids: object) -> None:
+    """``ids`` is a sequence of ids (a list or a tensor), not text."""
     if isinstance(ids, str | bytes | bytearray) or not isinstance(ids, Sequence | torch.Tensor):
         raise TypeError(
             f"ids must be a list of int ids, got {type(ids).__name__}; for text use "
             'list(text.encode("utf-8")) (the byte values)'
         )
-    pair = _check_pair(pair, "pair")
-    new_id = check_int(new_id, "new_id", minimum=0)
-    return _merge_pair(ids, pair, new_id)
 
 
 def _check_pair(pair: object, name: str) -> tuple[int, int]:
@@ -195,12 +200,7 @@ class BytePairTokenizer:
         pat_str: str = GPT2_SPLIT_PATTERN,
         byte_ids: Sequence[int] | None = None,
     ):
-        if byte_ids is None:
-            byte_ids = list(range(256))
-        else:
-            byte_ids = [check_int(i, f"byte_ids[{n}]") for n, i in enumerate(byte_ids)]
-        if sorted(byte_ids) != list(range(256)):
-            raise ValueError(_byte_ids_problem(byte_ids))
+        byte_ids = self._check_byte_ids(byte_ids)
         self.byte_ids = byte_ids
         self.vocab: list[bytes] = [b""] * 256  # vocab[id] = the bytes the id stands for
         for byte, token_id in enumerate(byte_ids):
@@ -208,16 +208,8 @@ class BytePairTokenizer:
         self.merges: list[tuple[int, int]] = []
         self.merge_ids: dict[tuple[int, int], int] = {}  # (left, right) -> new id
         for number, merge in enumerate(merges):
-            if type(merge) is tuple and len(merge) == 2 and type(merge[0]) is type(merge[1]) is int:
-                left, right = merge  # the common case, checked fast (cl100k has 100k merges)
-            else:
-                left, right = _check_pair(merge, f"merges[{number}]")
             new_id = len(self.vocab)
-            if not (0 <= left < new_id and 0 <= right < new_id):
-                raise ValueError(
-                    f"merge {len(self.merges)} = ({left}, {right}) uses an id that does not "
-                    f"exist yet; ids so far are 0..{new_id - 1}"
-                )
+            left, right = self._check_merge(merge, number, new_id)
             self.merges.append((int(left), int(right)))
             self.merge_ids[(int(left), int(right))] = new_id
             self.vocab.append(self.vocab[left] + self.vocab[right])
@@ -225,6 +217,30 @@ class BytePairTokenizer:
         self._pattern = _compile(pat_str)
         self.merge_counts: list[int] | None = None  # set by train()
         self._cache: dict[str, list[int]] = {}
+
+    @staticmethod
+    def _check_byte_ids(byte_ids: Sequence[int] | None) -> list[int]:
+        """``byte_ids`` as a list of ints, a permutation of 0..255 (the identity when None)."""
+        if byte_ids is None:
+            return list(range(256))
+        byte_ids = [check_int(i, f"byte_ids[{n}]") for n, i in enumerate(byte_ids)]
+        if sorted(byte_ids) != list(range(256)):
+            raise ValueError(_byte_ids_problem(byte_ids))
+        return byte_ids
+
+    @staticmethod
+    def _check_merge(merge: object, number: int, new_id: int) -> tuple[int, int]:
+        """Merge ``number`` as ``(left, right)``, two ids that exist already (below ``new_id``)."""
+        if type(merge) is tuple and len(merge) == 2 and type(merge[0]) is type(merge[1]) is int:
+            left, right = merge  # the common case, checked fast (cl100k has 100k merges)
+        else:
+            left, right = _check_pair(merge, f"merges[{number}]")
+        if not (0 <= left < new_id and 0 <= right < new_id):
+            raise ValueError(
+                f"merge {number} = ({left}, {right}) uses an id that does not "
+                f"exist yet; ids so far are 0..{new_id - 1}"
+            )
+        return left, right
 
     @property
     def vocab_size(self) -> int:
@@ -263,8 +279,7 @@ class BytePairTokenizer:
                 a valid regular expression.
         """
         check_text(text, "text")
-        if not text:
-            raise ValueError("text is empty; pass the corpus to learn the merges from")
+        cls._check_corpus(text)
         vocab_size = check_int(
             vocab_size, "vocab_size", minimum=256, why="the 256 bytes come first"
         )
@@ -285,6 +300,12 @@ class BytePairTokenizer:
         tokenizer.merge_counts = merge_counts
         return tokenizer
 
+    @staticmethod
+    def _check_corpus(text: str) -> None:
+        """``text``, the training corpus, is not empty."""
+        if not text:
+            raise ValueError("text is empty; pass the corpus to learn the merges from")
+
     @classmethod
     def from_ranks(cls, mergeable_ranks: dict[bytes, int], pat_str: str) -> BytePairTokenizer:
         """Recover the merges behind a tiktoken vocabulary (``encoding._mergeable_ranks``).
@@ -299,10 +320,7 @@ class BytePairTokenizer:
                 token cannot be split into two tokens of lower rank.
         """
         by_rank = sorted(mergeable_ranks.items(), key=lambda item: item[1])
-        if [rank for _, rank in by_rank] != list(range(len(by_rank))):
-            raise ValueError("ranks must be 0..n-1, each used once")
-        if sorted(len(token) for token, _ in by_rank[:256]) != [1] * 256:
-            raise ValueError("ranks 0..255 must be the 256 single bytes")
+        cls._check_ranks(by_rank)
         byte_ids = [mergeable_ranks[bytes([b])] for b in range(256)]
         merges = []
         for token, rank in by_rank[256:]:
@@ -316,12 +334,23 @@ class BytePairTokenizer:
                 if best_rank >= rank:
                     break
                 parts[i : i + 2] = [parts[i] + parts[i + 1]]
-            if len(parts) != 2:
-                raise ValueError(
-                    f"token {token!r} (rank {rank}) is not a merge of two earlier tokens"
-                )
+            cls._check_split(token, rank, parts)
             merges.append((mergeable_ranks[parts[0]], mergeable_ranks[parts[1]]))
         return cls(merges, pat_str, byte_ids)
+
+    @staticmethod
+    def _check_ranks(by_rank: list[tuple[bytes, int]]) -> None:
+        """The ranks, sorted, are ``0..n-1`` with the 256 single bytes first."""
+        if [rank for _, rank in by_rank] != list(range(len(by_rank))):
+            raise ValueError("ranks must be 0..n-1, each used once")
+        if sorted(len(token) for token, _ in by_rank[:256]) != [1] * 256:
+            raise ValueError("ranks 0..255 must be the 256 single bytes")
+
+    @staticmethod
+    def _check_split(token: bytes, rank: int, parts: list[bytes]) -> None:
+        """``token`` came apart into two earlier tokens, ``parts``."""
+        if len(parts) != 2:
+            raise ValueError(f"token {token!r} (rank {rank}) is not a merge of two earlier tokens")
 
     # -- encoding and decoding -----------------------------------------------------------
 
@@ -404,6 +433,14 @@ class BytePairTokenizer:
             ValueError: two ids stand for the same bytes (tiktoken keys tokens by bytes).
         """
         ranks = {token: token_id for token_id, token in enumerate(self.vocab)}
+        self._check_distinct(ranks)
+        return tiktoken.Encoding(
+            name=name, pat_str=self.pat_str, mergeable_ranks=ranks,
+            special_tokens=dict(special_tokens or {}),
+        )  # fmt: skip
+
+    def _check_distinct(self, ranks: dict[bytes, int]) -> None:
+        """No two ids stand for the same bytes: ``ranks`` keeps one entry per id."""
         if len(ranks) != self.vocab_size:
             first_id: dict[bytes, int] = {}
             twins = [
@@ -412,10 +449,6 @@ class BytePairTokenizer:
             raise ValueError(
                 f"ids {twins[:3]} stand for the same bytes; tiktoken needs one id each"
             )
-        return tiktoken.Encoding(
-            name=name, pat_str=self.pat_str, mergeable_ranks=ranks,
-            special_tokens=dict(special_tokens or {}),
-        )  # fmt: skip
 
     def __repr__(self) -> str:
         return f"BytePairTokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)})"

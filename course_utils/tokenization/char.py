@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn
 
 from course_utils.checks import check_text
-from course_utils.tokenization.base import _as_vocab, _TableTokenizer
+from course_utils.tokenization.base import _as_vocab, _check_corpus, _TableTokenizer
 
 
 class CharTokenizer(_TableTokenizer):
@@ -33,6 +34,12 @@ class CharTokenizer(_TableTokenizer):
 
     def __init__(self, vocab: Sequence[str]):
         vocab = _as_vocab(vocab)
+        self._check_characters(vocab)
+        super().__init__(vocab)
+
+    @staticmethod
+    def _check_characters(vocab: list[str]) -> None:
+        """``vocab`` is not empty and each of its items is one character."""
         if not vocab:
             raise ValueError(
                 "vocab is empty; build it from text with CharTokenizer.from_text(text)"
@@ -40,7 +47,6 @@ class CharTokenizer(_TableTokenizer):
         bad = [c for c in vocab if not (isinstance(c, str) and len(c) == 1)]
         if bad:
             raise ValueError(f"every vocab item must be one character, got {bad[:5]!r}")
-        super().__init__(vocab)
 
     @classmethod
     def from_text(cls, text: str) -> CharTokenizer:
@@ -51,8 +57,7 @@ class CharTokenizer(_TableTokenizer):
             ValueError: ``text`` is empty.
         """
         check_text(text, "text")
-        if not text:
-            raise ValueError("text is empty; pass the corpus the tokenizer should cover")
+        _check_corpus(text)
         return cls(sorted(set(text)))
 
     def encode(self, text: str) -> list[int]:
@@ -66,7 +71,11 @@ class CharTokenizer(_TableTokenizer):
         try:
             return [self.token_to_id[c] for c in text]
         except KeyError as error:
-            raise ValueError(
-                f"character {error.args[0]!r} is not in the vocabulary of {self.vocab_size} "
-                "characters; build the tokenizer from a text that contains it"
-            ) from None
+            self._refuse_unknown(error.args[0])
+
+    def _refuse_unknown(self, character: str) -> NoReturn:
+        """The error for a character missing from the vocabulary (raised from ``encode``)."""
+        raise ValueError(
+            f"character {character!r} is not in the vocabulary of {self.vocab_size} "
+            "characters; build the tokenizer from a text that contains it"
+        ) from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
+from typing import NoReturn
 
 import numpy as np
 import tiktoken
@@ -56,6 +57,10 @@ class CourseEncoding(tiktoken.Encoding):
             f"{self.max_token_value}); were they made by another tokenizer?"
         )
 
+    def _refuse_missing(self, tokens: list[int]) -> NoReturn:
+        """tiktoken's ``KeyError`` / ``OverflowError`` for ``tokens`` in the course's words."""
+        raise self._missing(tokens) from None
+
     def _valid_ids(self) -> set[int]:
         valid = self.__dict__.get("_course_valid_ids")
         if valid is None:
@@ -68,7 +73,7 @@ class CourseEncoding(tiktoken.Encoding):
         try:
             return super().decode_bytes(ids)
         except (KeyError, OverflowError):
-            raise self._missing(ids) from None
+            self._refuse_missing(ids)
 
     def decode(self, tokens: Sequence[int], errors: str = "replace") -> str:
         return self.decode_bytes(tokens).decode("utf-8", errors=errors)
@@ -78,44 +83,53 @@ class CourseEncoding(tiktoken.Encoding):
         try:
             return super().decode_tokens_bytes(ids)
         except (KeyError, OverflowError):
-            raise self._missing(ids) from None
+            self._refuse_missing(ids)
 
     def decode_single_token_bytes(self, token: int) -> bytes:
         ids = self._ids([token] if not isinstance(token, Sequence) else token, "token")
-        if len(ids) != 1:
-            raise ValueError(f"token must be one id, got {len(ids)}; use decode_tokens_bytes")
+        self._check_one_id(ids)
         try:
             return super().decode_single_token_bytes(ids[0])
         except (KeyError, OverflowError):
-            raise self._missing(ids) from None
+            self._refuse_missing(ids)
+
+    @staticmethod
+    def _check_one_id(ids: list[int]) -> None:
+        """``token`` (as the list ``ids``) is exactly one id."""
+        if len(ids) != 1:
+            raise ValueError(f"token must be one id, got {len(ids)}; use decode_tokens_bytes")
 
     def decode_with_offsets(self, tokens: Sequence[int]) -> tuple[str, list[int]]:
         ids = self._ids(tokens)
+        self._check_known(ids)
+        return super().decode_with_offsets(ids)
+
+    def _check_known(self, ids: list[int]) -> None:
+        """Every id of ``ids`` is a token of the encoding (none falls in a gap)."""
         if any(t not in self._valid_ids() for t in ids):
             raise self._missing(ids)
-        return super().decode_with_offsets(ids)
 
     def encode(self, text: str, **kwargs) -> list[int]:
         text = check_text(text, "text")
         try:
             return super().encode(text, **kwargs)
         except ValueError as error:
-            if "disallowed special token" not in str(error):
-                raise
-            raise self._disallowed_special(text, error) from None
+            self._refuse_special(text, error)
 
-    def _disallowed_special(self, text: str, error: ValueError) -> ValueError:
+    def _refuse_special(self, text: str, error: ValueError) -> NoReturn:
         """tiktoken's "Encountered text corresponding to disallowed special token" in the
-        course's words, with both fixes."""
+        course's words, with both fixes; any other ``error`` goes on unchanged."""
+        if "disallowed special token" not in str(error):
+            raise error
         found = [token for token in sorted(self.special_tokens_set) if token in text]
         token = next((t for t in found if repr(t) in str(error)), found[0] if found else "?")
-        return ValueError(
+        raise ValueError(
             f"text contains {token!r}, a disallowed special token: encode refuses special "
             "tokens in text by default (text from users must not inject control tokens). Pass "
             f"allowed_special={{{token!r}}} to encode it as its special id "
             f"{self._special_tokens.get(token, '?')}, or disallowed_special=() to encode it as "
             "ordinary text"
-        )
+        ) from None
 
     def encode_ordinary(self, text: str) -> list[int]:
         return super().encode_ordinary(check_text(text, "text"))

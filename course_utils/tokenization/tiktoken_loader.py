@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import NoReturn
 
 import tiktoken
 import tiktoken.registry
@@ -116,11 +117,7 @@ def tiktoken_recipe(name: str) -> TiktokenRecipe:
     Raises:
         KeyError: tiktoken has no encoding called ``name`` (the message lists the known names).
     """
-    if name not in openai_public.ENCODING_CONSTRUCTORS:
-        raise KeyError(
-            f"name must be an encoding tiktoken knows, one of "
-            f"{sorted(openai_public.ENCODING_CONSTRUCTORS)}, got {name!r}"
-        )
+    _check_tiktoken_name(name)
     constructor = openai_public.ENCODING_CONSTRUCTORS[name]
     downloads: list[tuple[str, str | None]] = []
 
@@ -144,6 +141,15 @@ def tiktoken_recipe(name: str) -> TiktokenRecipe:
     return TiktokenRecipe(settings, tuple(downloads))
 
 
+def _check_tiktoken_name(name: str) -> None:
+    """``name`` is an encoding tiktoken has a constructor for."""
+    if name not in openai_public.ENCODING_CONSTRUCTORS:
+        raise KeyError(
+            f"name must be an encoding tiktoken knows, one of "
+            f"{sorted(openai_public.ENCODING_CONSTRUCTORS)}, got {name!r}"
+        )
+
+
 def parse_rank_file(data: bytes) -> dict[bytes, int]:
     """Parse tiktoken's rank-file layout, as ``tiktoken.load.load_tiktoken_bpe`` does: one
     ``<base64 of the token's bytes> <rank>`` per line.
@@ -159,10 +165,15 @@ def parse_rank_file(data: bytes) -> dict[bytes, int]:
             token, rank = line.split()
             ranks[base64.b64decode(token, validate=True)] = int(rank)
         except ValueError:  # also binascii.Error, a ValueError
-            raise ValueError(
-                f"line {number} of the rank file is not '<base64 token> <rank>': {line[:60]!r}"
-            ) from None
+            _refuse_rank_line(number, line)
     return ranks
+
+
+def _refuse_rank_line(number: int, line: bytes) -> NoReturn:
+    """The error for line ``number`` of a rank file, not in tiktoken's layout."""
+    raise ValueError(
+        f"line {number} of the rank file is not '<base64 token> <rank>': {line[:60]!r}"
+    ) from None
 
 
 def rank_file_bytes(ranks: dict[bytes, int]) -> bytes:
@@ -299,6 +310,12 @@ def load_encoding(name: str) -> tiktoken.Encoding:
         ValueError: ``name`` is not one of :data:`OFFLINE_ENCODINGS`.
         EncodingUnavailableError: neither way worked; the message says what to install.
     """
+    _check_offline_name(name)
+    return _load_encoding(name)
+
+
+def _check_offline_name(name: object) -> None:
+    """``name`` is one of :data:`OFFLINE_ENCODINGS`."""
     example = 'load_encoding("cl100k_base") (GPT-4) or load_encoding("o200k_base") (GPT-4o)'
     if not isinstance(name, str):
         raise TypeError(
@@ -307,7 +324,6 @@ def load_encoding(name: str) -> tiktoken.Encoding:
         )
     if name not in OFFLINE_ENCODINGS:
         raise ValueError(f"name must be one of {OFFLINE_ENCODINGS}, got {name!r}; e.g. {example}")
-    return _load_encoding(name)
 
 
 @cache

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from course_utils.checks import check_bool, check_int, check_text
 from course_utils.lab.cache_dirs import user_cache_dir
-from course_utils.tokenization.base import _as_vocab, _TableTokenizer
+from course_utils.tokenization.base import _as_vocab, _check_corpus, _TableTokenizer
 
 _jieba_lock = threading.Lock()
 
@@ -89,9 +89,13 @@ class WordTokenizer(_TableTokenizer):
 
     def __init__(self, vocab: Sequence[str]):
         vocab = _as_vocab(vocab)
+        self._check_unk_first(vocab)
+        super().__init__(vocab)
+
+    def _check_unk_first(self, vocab: list[str]) -> None:
+        """``vocab`` starts with ``UNK`` (so that unknown words get id 0)."""
         if not vocab or vocab[0] != self.UNK:
             raise ValueError(f"vocab must start with {self.UNK!r}, got {vocab[:1]!r}")
-        super().__init__(vocab)
 
     @classmethod
     def from_text(cls, text: str, min_count: int = 1) -> WordTokenizer:
@@ -104,8 +108,7 @@ class WordTokenizer(_TableTokenizer):
         """
         check_text(text, "text")
         min_count = check_int(min_count, "min_count", minimum=1)
-        if not text:
-            raise ValueError("text is empty; pass the corpus the tokenizer should cover")
+        _check_corpus(text)
         counts = Counter(split_words(text))
         words = sorted(w for w, n in counts.items() if n >= min_count and w != cls.UNK)
         return cls([cls.UNK, *words])
