@@ -55,12 +55,22 @@ class ModelConfig:
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
         self.d_ff = check_int(self.d_ff, "d_ff", minimum=1, why="None means 4 * d_model")
+        self._check_heads_divide_d_model()
+        self._check_positional_fits()
+        self.dropout = check_float(self.dropout, "dropout", 0.0, 1.0, high_open=True)
+
+    def _check_heads_divide_d_model(self) -> None:
+        """ValueError unless n_heads divides d_model (d_k is a whole number)."""
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
                 f"d_k = d_model / n_heads must be a whole number (try n_heads in "
                 f"{[h for h in range(1, self.d_model + 1) if self.d_model % h == 0]})"
             )
+
+    def _check_positional_fits(self) -> None:
+        """``positional`` is a known kind that fits the widths: sinusoidal positions need an
+        even d_model, rope an even d_k."""
         check_choice(self.positional, "positional", POSITIONAL_KINDS)
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ValueError(
@@ -72,7 +82,6 @@ class ModelConfig:
                 f"rope rotates channel pairs: d_k must be even, got {self.d_k} "
                 f"(d_model={self.d_model} / n_heads={self.n_heads}); change n_heads or d_model"
             )
-        self.dropout = check_float(self.dropout, "dropout", 0.0, 1.0, high_open=True)
 
     @property
     def d_k(self) -> int:
@@ -236,21 +245,31 @@ def get_config(name: str, vocab_size: int, **overrides) -> tuple[ModelConfig, Tr
     Raises:
         ValueError: unknown preset name or unknown override field.
     """
-    if not isinstance(name, str) or name not in PRESETS:
-        raise ValueError(f"unknown config {name!r}; expected one of {sorted(PRESETS)}")
+    _check_preset(name)
     model_fields = {f.name for f in fields(ModelConfig)}
     train_fields = {f.name for f in fields(TrainConfig)}
-    unknown = set(overrides) - model_fields - train_fields
+    _check_overrides(overrides, model_fields | train_fields)
+    model_kwargs = {**PRESETS[name]["model"], "vocab_size": vocab_size}
+    train_kwargs = dict(PRESETS[name]["train"])
+    for key, value in overrides.items():
+        (model_kwargs if key in model_fields else train_kwargs)[key] = value
+    return ModelConfig(**model_kwargs), TrainConfig(**train_kwargs)
+
+
+def _check_preset(name: object) -> None:
+    """ValueError unless ``name`` is one of ``PRESETS``."""
+    if not isinstance(name, str) or name not in PRESETS:
+        raise ValueError(f"unknown config {name!r}; expected one of {sorted(PRESETS)}")
+
+
+def _check_overrides(overrides: dict, known: set[str]) -> None:
+    """ValueError for an override that is no config field, with the closest field as a hint."""
+    unknown = set(overrides) - known
     if unknown:
-        valid = sorted(model_fields | train_fields)
+        valid = sorted(known)
         guesses = {u: difflib.get_close_matches(u, valid, n=1) for u in sorted(unknown)}
         hint = "; ".join(f"{u!r} -> {g[0]!r}?" for u, g in guesses.items() if g)
         raise ValueError(
             f"unknown config fields {sorted(unknown)}; valid fields are {valid}"
             + (f" (did you mean: {hint})" if hint else "")
         )
-    model_kwargs = {**PRESETS[name]["model"], "vocab_size": vocab_size}
-    train_kwargs = dict(PRESETS[name]["train"])
-    for key, value in overrides.items():
-        (model_kwargs if key in model_fields else train_kwargs)[key] = value
-    return ModelConfig(**model_kwargs), TrainConfig(**train_kwargs)

