@@ -1,4 +1,4 @@
-"""Generating with a KV cache: compute each token's keys and values once, then reuse them.
+"""The KV cache: compute each token's keys and values once, then reuse them.
 
 Without a cache, every new token runs the model on the whole context again, although the
 keys and values of the earlier tokens have not changed (causal attention: a token never
@@ -25,23 +25,13 @@ course's TinyDecoder ``n_kv_heads = n_heads``.
 key by that position (``RotaryEmbedding(x, offset=...)``), and added sinusoidal or learned
 positions use that row of the table. Forgetting the offset gives every new token position 0.
 
-**Past block_size: crop and recompute.** The model was trained on at most ``block_size``
-positions, so the cache may not grow beyond that. When the next token would not fit, the
-context is cropped to its last ``crop_to`` tokens and their cache is recomputed from
-scratch (one forward pass over ``crop_to`` tokens), then generation continues one token at a
-time. A *rolling* cache (drop the oldest key, keep the rest) would be cheaper but not exact:
-in layers after the first, each cached key was computed while the dropped token was still
-in the context, and with added positions every cached token would also have to change
-position. Crop-and-recompute gives exactly the logits of the uncached model on the same
-context, which :func:`generate` (same crop rule, no cache) lets us check.
-``crop_to = block_size`` recomputes at every step once the window is full: the sliding
-window of ``TinyDecoder.generate``.
+**Past block_size.** The model was trained on at most ``block_size`` positions, so the cache
+may not grow beyond that: :mod:`course_utils.generation` crops the context and recomputes
+its cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -50,7 +40,6 @@ import torch.nn.functional as F
 from course_utils.attention import merge_heads, split_heads
 from course_utils.checks import (
     as_id_tensor,
-    check_bool,
     check_instance,
     check_int,
     check_tensor,
@@ -60,7 +49,6 @@ from course_utils.gqa import GroupedQueryAttention
 from course_utils.layers import DecoderBlock
 from course_utils.model import TinyDecoder
 from course_utils.modern_model import ModernBlock, ModernDecoder
-from course_utils.sampling import sample_next
 
 #: The models the cache runs: the course's decoder and today's decoder (grouped-query heads).
 DECODERS = (TinyDecoder, ModernDecoder)
@@ -89,6 +77,10 @@ class KVCache:
             tensors = check_instance(getattr(self, name), name, list, "start with KVCache()")
             for i, tensor in enumerate(tensors):
                 check_tensor(tensor, f"{name}[{i}]", "(B, h, T_cached, d_k)")
+        self._check_one_per_layer()
+
+    def _check_one_per_layer(self) -> None:
+        """ValueError unless ``keys`` and ``values`` hold as many layers each."""
         if len(self.keys) != len(self.values):
             raise ValueError(
                 f"keys and values must hold one tensor per layer each, got {len(self.keys)} "
@@ -118,20 +110,24 @@ class KVCache:
         """
         layer = check_int(layer, "layer", minimum=0, why="the block index")
         self._check_new(layer, check_tensor(k, "k"), check_tensor(v, "v"))
+        self._check_in_order(layer)
         if layer == len(self.keys):  # the first step of this layer
             self.keys.append(k)
             self.values.append(v)
-        elif layer < len(self.keys):
+        else:
             cached = self.keys[layer]
             # Append along the time axis: (B, h, T_cached, d_k) -> (B, h, T_cached + T_new, d_k)
             self.keys[layer] = torch.cat([cached, k], dim=2)
             self.values[layer] = torch.cat([self.values[layer], v], dim=2)
-        else:
+        return self.keys[layer], self.values[layer]
+
+    def _check_in_order(self, layer: int) -> None:
+        """ValueError when ``layer`` skips a layer: layers are filled 0, 1, ... in order."""
+        if layer > len(self.keys):
             raise ValueError(
                 f"layer {layer} out of order: the cache holds {len(self.keys)} layers; "
                 "fill layers 0, 1, ... in order"
             )
-        return self.keys[layer], self.values[layer]
 
     def _check_new(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """ValueError unless ``k`` and ``v`` are alike ``(B, h, T_new, d_k)`` tensors that
@@ -183,11 +179,16 @@ def cache_bytes(config, batch: int, length: int, dtype: torch.dtype = torch.floa
     """
     batch = check_int(batch, "batch", minimum=0)
     length = check_int(length, "length", minimum=0)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a float torch.dtype such as torch.float32, got {dtype!r}")
+    _check_float_dtype(dtype)
     n_kv_heads = getattr(config, "n_kv_heads", None) or config.n_heads
     bytes_per_number = torch.empty(0, dtype=dtype).element_size()
     return 2 * config.n_layers * batch * length * n_kv_heads * config.d_k * bytes_per_number
+
+
+def _check_float_dtype(dtype: object) -> None:
+    """TypeError unless ``dtype`` is a float ``torch.dtype``."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a float torch.dtype such as torch.float32, got {dtype!r}")
 
 
 def _add_positions(model: TinyDecoder, x: torch.Tensor, start: int) -> torch.Tensor:
@@ -310,160 +311,3 @@ def _as_ids(model: TinyDecoder, ids: object, axes: str) -> torch.Tensor:
         )
     check_token_ids(ids, model.config.vocab_size, "ids")
     return ids.to(model.lm_head.weight.device)
-
-
-#: The keyword arguments of :func:`course_utils.sampling.sample_next`.
-SAMPLING_OPTIONS = ("temperature", "top_k", "top_p", "greedy", "generator")
-
-
-def _check_generate_args(
-    model: TinyDecoder, ids, max_new_tokens, crop_to, return_logits, sampling: dict
-) -> tuple[torch.Tensor, int, int]:
-    """Validate the arguments of both generators; return ``(ids, max_new_tokens, crop_to)``
-    with ids converted and ``crop_to`` filled in (default block_size // 2)."""
-    check_instance(model, "model", DECODERS, "e.g. load_baby()[0] or TinyDecoder(config)")
-    ids = _as_ids(model, ids, "(B, T0)")
-    max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0)
-    block_size = model.config.block_size
-    crop_to = block_size // 2 if crop_to is None else check_int(crop_to, "crop_to")
-    if not 1 <= crop_to <= block_size:
-        raise ValueError(
-            f"crop_to must be an int in [1, block_size={block_size}], got {crop_to!r}; it is "
-            "how many recent tokens are kept when the context window is full"
-        )
-    check_bool(return_logits, "return_logits")
-    unknown = [name for name in sampling if name not in SAMPLING_OPTIONS]
-    if unknown:
-        raise TypeError(
-            f"unknown sampling option(s) {unknown}; the options are {', '.join(SAMPLING_OPTIONS)}"
-            " (see course_utils.sampling.sample_next)"
-        )
-    return ids, max_new_tokens, crop_to
-
-
-@contextmanager
-def _generating(
-    model: TinyDecoder, ids, max_new_tokens, crop_to, return_logits, sampling: dict
-) -> Iterator[tuple[torch.Tensor, int, int, int]]:
-    """The setup both generators share: check the arguments, then run the ``with`` block
-    in eval mode (the model's own mode comes back afterwards, even after an error).
-
-    Yields:
-        ``(ids, max_new_tokens, crop_to, start)``: the checked arguments (ids as an int64
-        tensor on the model's device, ``crop_to`` with its default filled in), and where the
-        first context starts in ``ids`` (the prompt's last ``block_size`` tokens).
-    """
-    checked = _check_generate_args(model, ids, max_new_tokens, crop_to, return_logits, sampling)
-    ids, max_new_tokens, crop_to = checked
-    was_training = model.training
-    model.eval()
-    try:
-        yield ids, max_new_tokens, crop_to, max(0, ids.shape[1] - model.config.block_size)
-    finally:
-        model.train(was_training)
-
-
-@torch.no_grad()
-def generate(
-    model: TinyDecoder,
-    ids: torch.Tensor,
-    max_new_tokens: int,
-    *,
-    crop_to: int | None = None,
-    return_logits: bool = False,
-    **sampling,
-):
-    """Generate without a cache: run the model on the whole context at every step.
-
-    The context starts at the prompt's last ``block_size`` tokens; when a new token would
-    make it longer than ``block_size``, it is cropped to its last ``crop_to`` tokens (the
-    same rule as :func:`generate_with_cache`, so the two can be compared token by token).
-
-    Args:
-        model: a :class:`TinyDecoder`; put in eval mode for the call.
-        ids: ``(B, T0)`` prompt of token ids (any integer dtype; a numpy array or nested list
-            of ints is converted, as by ``TinyDecoder.generate``); moved to the model's device.
-        max_new_tokens: tokens to add, >= 0.
-        crop_to: tokens kept when the window is full, in ``[1, block_size]``; default
-            ``block_size // 2``. ``block_size`` gives ``TinyDecoder.generate``'s sliding window.
-        return_logits: also return each step's logits.
-        **sampling: ``temperature``, ``top_k``, ``top_p``, ``greedy``, ``generator`` for
-            :func:`course_utils.sampling.sample_next`.
-
-    Returns:
-        ids ``(B, T0 + max_new_tokens)``; with ``return_logits`` also logits
-        ``(B, max_new_tokens, V)`` float32.
-
-    Raises:
-        TypeError: a model that is not a :class:`TinyDecoder`; a float ``max_new_tokens`` or
-            ``crop_to``; float ids or text; a ``return_logits`` that is not a bool; an unknown
-            sampling option (the sampling options' own types: see ``sample_next``).
-        ValueError: a prompt that is not ``(B, T0)`` with ``T0 >= 1`` or has ids outside
-            ``[0, vocab_size)``; ``max_new_tokens < 0``; ``crop_to`` outside
-            ``[1, block_size]``; bad sampling values (see ``sample_next``).
-    """
-    steps: list[torch.Tensor] = []  # each step's (B, V) logits
-    with _generating(model, ids, max_new_tokens, crop_to, return_logits, sampling) as checked:
-        ids, max_new_tokens, crop_to, start = checked
-        block_size = model.config.block_size
-        for _ in range(max_new_tokens):
-            logits = model(ids[:, start:])[0][:, -1, :].float()  # (B, T, V) -> (B, V)
-            steps.append(logits)
-            ids = torch.cat([ids, sample_next(logits, **sampling)], dim=1)  # (B, T) -> (B, T+1)
-            if ids.shape[1] - start > block_size:
-                start = ids.shape[1] - crop_to
-    return (ids, _stack(steps, ids, model)) if return_logits else ids
-
-
-@torch.no_grad()
-def generate_with_cache(
-    model: TinyDecoder,
-    ids: torch.Tensor,
-    max_new_tokens: int,
-    *,
-    crop_to: int | None = None,
-    return_logits: bool = False,
-    **sampling,
-):
-    """Generate with a KV cache: the prompt once, then one token per step.
-
-    Same arguments, same crop rule and, up to float rounding, the same logits as
-    :func:`generate`: when a new token does not fit in ``block_size``, the context is
-    cropped to its last ``crop_to`` tokens and their cache is recomputed.
-
-    Returns:
-        ids ``(B, T0 + max_new_tokens)``; with ``return_logits`` also logits
-        ``(B, max_new_tokens, V)`` float32.
-
-    Raises:
-        TypeError: a model that is not a :class:`TinyDecoder`; a float ``max_new_tokens`` or
-            ``crop_to``; float ids or text; a ``return_logits`` that is not a bool; an unknown
-            sampling option (the sampling options' own types: see ``sample_next``).
-        ValueError: a prompt that is not ``(B, T0)`` with ``T0 >= 1`` or has ids outside
-            ``[0, vocab_size)``; ``max_new_tokens < 0``; ``crop_to`` outside
-            ``[1, block_size]``; bad sampling values (see ``sample_next``).
-    """
-    steps, cache = [], KVCache()  # each step's (B, V) logits; the keys and values so far
-    with _generating(model, ids, max_new_tokens, crop_to, return_logits, sampling) as checked:
-        ids, max_new_tokens, crop_to, start = checked
-        block_size = model.config.block_size
-        logits = forward_with_cache(model, ids[:, start:], cache)[:, -1, :].float()  # prefill
-        for step in range(max_new_tokens):
-            steps.append(logits)
-            next_id = sample_next(logits, **sampling)  # (B, 1)
-            ids = torch.cat([ids, next_id], dim=1)  # (B, T) -> (B, T + 1)
-            if step == max_new_tokens - 1:
-                break  # the last token needs no logits
-            if len(cache) + 1 > block_size:  # the window is full: crop and recompute
-                start, cache = ids.shape[1] - crop_to, KVCache()
-                logits = forward_with_cache(model, ids[:, start:], cache)[:, -1, :].float()
-            else:  # (B, 1) -> (B, 1, V) -> (B, V)
-                logits = forward_with_cache(model, next_id, cache)[:, -1, :].float()
-    return (ids, _stack(steps, ids, model)) if return_logits else ids
-
-
-def _stack(steps: list[torch.Tensor], ids: torch.Tensor, model: TinyDecoder) -> torch.Tensor:
-    """Each step's ``(B, V)`` logits as one ``(B, n_steps, V)`` tensor (empty when no step)."""
-    if not steps:
-        return torch.empty(ids.shape[0], 0, model.config.vocab_size, device=ids.device)
-    return torch.stack(steps, dim=1)  # n_steps x (B, V) -> (B, n_steps, V)

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from course_utils.config import ModelConfig
-from course_utils.kv_cache import KVCache, forward_with_cache, generate_with_cache
+from course_utils.generation import generate_with_cache
+from course_utils.kv_cache import KVCache, forward_with_cache
 from course_utils.model import TinyDecoder
 from course_utils.rmsnorm import RMSNorm
 

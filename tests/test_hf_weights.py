@@ -16,13 +16,13 @@ from transformers import (
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, rotate_half
 
 import course_utils.hf_weights as hf_weights
+from course_utils.generation import generate, generate_with_cache
 from course_utils.hf_weights import (
     from_transformers,
     hidden_states_like_transformers,
     permute_heads,
     rotary_permutation,
 )
-from course_utils.kv_cache import generate, generate_with_cache
 from course_utils.positional import RotaryEmbedding
 
 SHAPE = dict(

@@ -8,12 +8,8 @@ import pytest
 import torch
 
 from course_utils.config import ModelConfig
-from course_utils.kv_cache import (
-    KVCache,
-    forward_with_cache,
-    generate,
-    generate_with_cache,
-)
+from course_utils.generation import generate, generate_with_cache
+from course_utils.kv_cache import KVCache, forward_with_cache
 from course_utils.lab.assets import asset_path
 from course_utils.layers import PostLNDecoderBlock
 from course_utils.measure.generation_timing import time_per_token

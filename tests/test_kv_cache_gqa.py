@@ -7,13 +7,8 @@ import pytest
 import torch
 
 from course_utils.config import ModelConfig
-from course_utils.kv_cache import (
-    KVCache,
-    cache_bytes,
-    forward_with_cache,
-    generate,
-    generate_with_cache,
-)
+from course_utils.generation import generate, generate_with_cache
+from course_utils.kv_cache import KVCache, cache_bytes, forward_with_cache
 from course_utils.model import TinyDecoder
 from course_utils.modern_model import ModernConfig, ModernDecoder
 

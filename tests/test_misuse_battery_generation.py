@@ -16,12 +16,8 @@ from test_bad_inputs import assert_raised_in_course_utils
 from test_misuse_battery import CFG, Q, X  # the shared fixtures
 
 from course_utils.config import ModelConfig, TrainConfig
-from course_utils.kv_cache import (
-    KVCache,
-    forward_with_cache,
-    generate,
-    generate_with_cache,
-)
+from course_utils.generation import generate, generate_with_cache
+from course_utils.kv_cache import KVCache, forward_with_cache
 from course_utils.measure.generation_timing import time_per_token
 from course_utils.model import TinyDecoder
 from course_utils.positional import (
