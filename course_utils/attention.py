@@ -36,17 +36,34 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
         TypeError: ``x`` is not a tensor, or ``n_heads`` is not an int.
         ValueError: ``x`` is not 3-D, or ``C`` is not divisible by ``n_heads``.
     """
-    check_tensor(x, "x", "(B, T, C)")
-    if x.ndim != 3:
-        raise ValueError(f"expected x of shape (B, T, C), got {x.ndim}-D shape {tuple(x.shape)}")
-    batch, time, channels = x.shape
+    _check_rank(x, 3, "(B, T, C)")
     n_heads = check_int(n_heads, "n_heads")
-    if n_heads <= 0 or channels % n_heads:
-        raise ValueError(
-            f"C={channels} is not divisible by n_heads={n_heads}; choose n_heads among the "
-            f"divisors of C, e.g. {[d for d in range(1, channels + 1) if channels % d == 0][:8]}"
-        )
+    _check_heads_divide(x.shape[-1], n_heads, "C")
+    batch, time, channels = x.shape
     return x.view(batch, time, n_heads, channels // n_heads).transpose(1, 2)  # (B,T,C)->(B,h,T,d_k)
+
+
+def _check_rank(x: object, ndim: int, shape: str) -> None:
+    """Raise unless ``x`` is a tensor with ``ndim`` axes, named by ``shape``."""
+    check_tensor(x, "x", shape)
+    if x.ndim != ndim:
+        raise ValueError(f"expected x of shape {shape}, got {x.ndim}-D shape {tuple(x.shape)}")
+
+
+def _check_heads_divide(width: int, n_heads: int, name: str) -> None:
+    """ValueError unless ``n_heads`` > 0 divides ``width``, named ``"C"`` or ``"d_model"``."""
+    if n_heads > 0 and width % n_heads == 0:
+        return
+    divisors = [h for h in range(1, width + 1) if width % h == 0]
+    if name == "C":
+        raise ValueError(
+            f"C={width} is not divisible by n_heads={n_heads}; choose n_heads among the "
+            f"divisors of C, e.g. {divisors[:8]}"
+        )
+    raise ValueError(
+        f"d_model={width} must be divisible by n_heads={n_heads} (d_k = d_model / "
+        f"n_heads); valid n_heads: {divisors}"
+    )
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
@@ -58,11 +75,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
         TypeError: ``x`` is not a tensor.
         ValueError: ``x`` is not 4-D.
     """
-    check_tensor(x, "x", "(B, h, T, d_k)")
-    if x.ndim != 4:
-        raise ValueError(
-            f"expected x of shape (B, h, T, d_k), got {x.ndim}-D shape {tuple(x.shape)}"
-        )
+    _check_rank(x, 4, "(B, h, T, d_k)")
     batch, heads, time, head_dim = x.shape
     return (
         x.transpose(1, 2).contiguous().view(batch, time, heads * head_dim)
@@ -203,8 +216,8 @@ def scaled_dot_product_attention(
     """
     _check_qkv(q, k, v)
     dropout_p = check_dropout_p(dropout_p)
+    mask = combine_masks(mask, key_padding_mask, (*q.shape[:-1], k.shape[-2]))  # (..., T_q, T_k)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, T_k)
-    mask = combine_masks(mask, key_padding_mask, tuple(scores.shape))
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)  # over key positions
@@ -260,11 +273,7 @@ class MultiHeadAttention(nn.Module):
             rotary_max_len = check_int(
                 rotary_max_len, "rotary_max_len", minimum=1, why="the longest sequence, or None"
             )
-        if n_heads <= 0 or d_model % n_heads:
-            raise ValueError(
-                f"d_model={d_model} must be divisible by n_heads={n_heads} (d_k = d_model / "
-                f"n_heads); valid n_heads: {[h for h in range(1, d_model + 1) if d_model % h == 0]}"
-            )
+        _check_heads_divide(d_model, n_heads, "d_model")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
@@ -381,6 +390,18 @@ def position_influence(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tens
         ValueError: ``x`` or the output has fewer than 2 axes, or the output's batch size
             differs from the input's.
     """
+    _check_influence_args(fn, x)
+    x = x.detach()
+    out = fn(x)
+    _check_influence_output(out, x)
+    jacobian = torch.autograd.functional.jacobian(fn, x)  # out.shape + x.shape
+    batch, t_out, t_in = out.shape[0], out.shape[1], x.shape[1]
+    jacobian = jacobian.abs().reshape(batch, t_out, out[0, 0].numel(), batch, t_in, x[0, 0].numel())
+    return jacobian.sum(dim=(0, 2, 3, 5))  # (B, T_out, ., B, T_in, .) -> (T_out, T_in)
+
+
+def _check_influence_args(fn: object, x: object) -> None:
+    """Raise unless ``fn`` is callable and ``x`` a float tensor ``(B, T, ...)``."""
     if not callable(fn):
         raise TypeError(
             f"fn must be a function or module mapping x to an output, got {type(fn).__name__}; "
@@ -391,14 +412,12 @@ def position_influence(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tens
         raise TypeError(f"x must be a float tensor (B, T, ...), got {found}")
     if x.ndim < 2:
         raise ValueError(f"x must have at least 2 axes (B, T, ...), got shape {tuple(x.shape)}")
-    x = x.detach()
-    out = fn(x)
+
+
+def _check_influence_output(out: torch.Tensor, x: torch.Tensor) -> None:
+    """ValueError unless ``fn``'s output ``out`` is ``(B, T_out, ...)`` for ``x`` ``(B, ...)``."""
     if out.ndim < 2 or out.shape[0] != x.shape[0]:
         raise ValueError(
             f"fn must return (B={x.shape[0]}, T_out, ...), got shape {tuple(out.shape)} "
             f"for x of shape {tuple(x.shape)}"
         )
-    jacobian = torch.autograd.functional.jacobian(fn, x)  # out.shape + x.shape
-    batch, t_out, t_in = out.shape[0], out.shape[1], x.shape[1]
-    jacobian = jacobian.abs().reshape(batch, t_out, out[0, 0].numel(), batch, t_in, x[0, 0].numel())
-    return jacobian.sum(dim=(0, 2, 3, 5))  # (B, T_out, ., B, T_in, .) -> (T_out, T_in)

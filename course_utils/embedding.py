@@ -83,21 +83,27 @@ def as_token_ids(ids: object, vocab_size: int, name: str = "token ids") -> torch
     Raises:
         TypeError / ValueError: as :func:`check_token_ids`.
     """
-    if not isinstance(ids, torch.Tensor):
-        if isinstance(ids, str | bytes):
-            raise TypeError(
-                f"{name} must be integer ids, got {type(ids).__name__}; encode the text first"
-            )
-        try:
-            ids = torch.as_tensor(np.asarray(ids))
-        except (TypeError, ValueError, RuntimeError) as error:
-            raise TypeError(
-                f"{name} must be a tensor of integer ids, got {type(ids).__name__}: {error}"
-            ) from None
+    ids = _check_tensor_like(ids, name)
     if not (ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool):
         ids = ids.long()  # uint16 and friends have no min/max kernels: convert first
     check_token_ids(ids, vocab_size, name)
     return ids
+
+
+def _check_tensor_like(ids: object, name: str) -> torch.Tensor:
+    """``ids`` as a tensor (numpy arrays and lists converted); text is refused."""
+    if isinstance(ids, torch.Tensor):
+        return ids
+    if isinstance(ids, str | bytes):
+        raise TypeError(
+            f"{name} must be integer ids, got {type(ids).__name__}; encode the text first"
+        )
+    try:
+        return torch.as_tensor(np.asarray(ids))
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise TypeError(
+            f"{name} must be a tensor of integer ids, got {type(ids).__name__}: {error}"
+        ) from None
 
 
 class TokenEmbedding(nn.Module):

@@ -105,6 +105,10 @@ class EncoderDecoderConfig:
         self.pad_id = check_int(
             self.pad_id, "pad_id", minimum=0, maximum=smallest - 1, why="an id of both vocabularies"
         )
+        self._check_sizes_agree()
+
+    def _check_sizes_agree(self) -> None:
+        """ValueError unless d_model fits n_heads and sin/cos pairs, and shared tables one vocab."""
         if self.d_model % self.n_heads or self.d_model % 2:
             raise ValueError(
                 f"d_model={self.d_model} must be even (sin/cos pairs) and divisible by "
@@ -240,18 +244,24 @@ class EncoderDecoder(nn.Module):
             ValueError / TypeError: bad ids, memory, memory_kv or mask, ``T_tgt > max_len``.
         """
         y = self._embed(tgt, self.tgt_embedding, "tgt")
+        self._check_kv_per_block(memory_kv)
         if memory_kv is None:
             memory_kv = [None] * len(self.decoder_blocks)
-        elif not isinstance(memory_kv, list | tuple) or len(memory_kv) != len(self.decoder_blocks):
-            raise ValueError(
-                f"memory_kv must hold one (K, V) pair per decoder block "
-                f"({len(self.decoder_blocks)}); compute it with cross_keys_values(memory)"
-            )
         for block, kv in zip(self.decoder_blocks, memory_kv):
             y = block(y, memory, src_key_padding_mask, need_weights, memory_kv=kv)  # (B, T_tgt, C)
         if self.decoder_norm is not None:
             y = self.decoder_norm(y)
         return self.lm_head(y)  # (B, T_tgt, C) -> (B, T_tgt, V_tgt)
+
+    def _check_kv_per_block(self, memory_kv: object) -> None:
+        """ValueError unless ``memory_kv`` is None or one ``(K, V)`` pair per decoder block."""
+        if memory_kv is None:
+            return
+        if not isinstance(memory_kv, list | tuple) or len(memory_kv) != len(self.decoder_blocks):
+            raise ValueError(
+                f"memory_kv must hold one (K, V) pair per decoder block "
+                f"({len(self.decoder_blocks)}); compute it with cross_keys_values(memory)"
+            )
 
     def cross_keys_values(self, memory: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Every decoder block's cross-attention ``(K, V)`` of ``memory`` ``(B, T_src, C)``,
@@ -361,15 +371,7 @@ class EncoderDecoder(nn.Module):
         eos_id = check_int(eos_id, "eos_id", minimum=0, maximum=self.config.tgt_vocab_size - 1)
         max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0)
         reuse_cross_kv = check_bool(reuse_cross_kv, "reuse_cross_kv")
-        if start.ndim != 2 or start.shape[0] != src.shape[0]:
-            raise ValueError(
-                f"start must be (B={src.shape[0]}, T0) token ids, got {tuple(start.shape)}"
-            )
-        if start.shape[1] + max_new_tokens > self.config.max_len:
-            raise ValueError(
-                f"T0={start.shape[1]} + max_new_tokens={max_new_tokens} exceeds max_len="
-                f"{self.config.max_len}; ask for fewer tokens"
-            )
+        self._check_start(start, src, max_new_tokens)
         was_training = self.training
         self.eval()
         src_key_padding_mask = self._source_mask(src)
@@ -386,3 +388,15 @@ class EncoderDecoder(nn.Module):
                 break
         self.train(was_training)
         return ids
+
+    def _check_start(self, start: torch.Tensor, src: torch.Tensor, max_new_tokens: int) -> None:
+        """ValueError unless ``start`` is ``(B, T0)`` for ``src``'s B and the output fits."""
+        if start.ndim != 2 or start.shape[0] != src.shape[0]:
+            raise ValueError(
+                f"start must be (B={src.shape[0]}, T0) token ids, got {tuple(start.shape)}"
+            )
+        if start.shape[1] + max_new_tokens > self.config.max_len:
+            raise ValueError(
+                f"T0={start.shape[1]} + max_new_tokens={max_new_tokens} exceeds max_len="
+                f"{self.config.max_len}; ask for fewer tokens"
+            )

@@ -154,16 +154,20 @@ class CrossAttention(MultiHeadAttention):
             k, v = self._check_memory_kv(memory_kv, x)
             mask = _key_mask(memory_key_padding_mask, k.shape[0], k.shape[2])
             return self._attend(split_heads(self.w_q(x), self.n_heads), k, v, mask, need_weights)
+        self._check_memory(memory, x)
+        mask = _key_mask(memory_key_padding_mask, memory.shape[0], memory.shape[1])
+        q = split_heads(self.w_q(x), self.n_heads)  # (B, T_tgt, C) -> (B, h, T_tgt, d_k)
+        k, v = self.keys_values(memory)  # (B, h, T_src, d_k) each
+        return self._attend(q, k, v, mask, need_weights)
+
+    def _check_memory(self, memory: object, x: torch.Tensor) -> None:
+        """Raise unless ``memory`` is float ``(B, T_src, d_model)`` with ``x``'s batch size."""
         self._check_sequence(memory, "memory")
         if x.shape[0] != memory.shape[0]:
             raise ValueError(
                 f"x and memory must have the same batch size, got {x.shape[0]} and "
                 f"{memory.shape[0]}; pass the encoder output of the same source batch"
             )
-        mask = _key_mask(memory_key_padding_mask, memory.shape[0], memory.shape[1])
-        q = split_heads(self.w_q(x), self.n_heads)  # (B, T_tgt, C) -> (B, h, T_tgt, d_k)
-        k, v = self.keys_values(memory)  # (B, h, T_src, d_k) each
-        return self._attend(q, k, v, mask, need_weights)
 
     def _attend(self, q, k, v, mask, need_weights: bool) -> torch.Tensor:
         """Heads ``q`` ``(B, h, T_tgt, d_k)`` over ``k``, ``v`` ``(B, h, T_src, d_k)``."""

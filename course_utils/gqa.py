@@ -54,6 +54,13 @@ def expand_kv_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
         TypeError: ``x`` not a tensor, ``n_heads`` not an int.
         ValueError: ``x`` not 4-D, or ``n_heads`` not a multiple of ``n_kv_heads``.
     """
+    n_heads = _check_expand(x, n_heads)
+    # (B, g, T, d_k) -> (B, g * group, T, d_k): k0 k0 k1 k1, not k0 k1 k0 k1
+    return x.repeat_interleave(n_heads // x.shape[1], dim=1)
+
+
+def _check_expand(x: object, n_heads: object) -> int:
+    """``n_heads`` as an int, if ``x`` is ``(B, n_kv_heads, T, d_k)`` and n_kv_heads divides it."""
     check_tensor(x, "x", "(B, n_kv_heads, T, d_k)")
     if x.ndim != 4:
         raise ValueError(f"expected x of shape (B, n_kv_heads, T, d_k), got {tuple(x.shape)}")
@@ -64,8 +71,7 @@ def expand_kv_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
             f"n_heads={n_heads} must be a multiple of n_kv_heads={n_kv_heads} (x.shape[1]): "
             "each key/value head serves a whole group of query heads"
         )
-    # (B, g, T, d_k) -> (B, g * group, T, d_k): k0 k0 k1 k1, not k0 k1 k0 k1
-    return x.repeat_interleave(n_heads // n_kv_heads, dim=1)
+    return n_heads
 
 
 class GroupedQueryAttention(nn.Module):
@@ -120,16 +126,7 @@ class GroupedQueryAttention(nn.Module):
         super().__init__()
         d_model, n_heads = check_int(d_model, "d_model", minimum=1), check_int(n_heads, "n_heads")
         n_kv_heads = n_heads if n_kv_heads is None else check_int(n_kv_heads, "n_kv_heads")
-        if n_heads < 1 or n_kv_heads < 1 or n_heads % n_kv_heads:
-            divisors = [g for g in range(1, max(n_heads, 1) + 1) if n_heads % g == 0]
-            raise ValueError(
-                f"n_kv_heads={n_kv_heads} must divide n_heads={n_heads} (both >= 1): each "
-                f"key/value head serves a group of query heads; valid n_kv_heads: {divisors}"
-            )
-        if d_k is None and d_model % n_heads:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by n_heads={n_heads}; pass d_k explicitly"
-            )
+        self._check_heads(d_model, n_heads, n_kv_heads, d_k)
         d_k = d_model // n_heads if d_k is None else check_int(d_k, "d_k", minimum=1)
         bias, qk_norm = check_bool(bias, "bias"), check_bool(qk_norm, "qk_norm")
         self.d_model, self.n_heads, self.n_kv_heads, self.d_k = d_model, n_heads, n_kv_heads, d_k
@@ -146,6 +143,20 @@ class GroupedQueryAttention(nn.Module):
         self.output_dropout = nn.Dropout(self.dropout)
         self.attention_weights: torch.Tensor | None = None
 
+    @staticmethod
+    def _check_heads(d_model: int, n_heads: int, n_kv_heads: int, d_k: object) -> None:
+        """ValueError unless n_kv_heads divides n_heads, and n_heads divides d_model (no d_k)."""
+        if n_heads < 1 or n_kv_heads < 1 or n_heads % n_kv_heads:
+            divisors = [g for g in range(1, max(n_heads, 1) + 1) if n_heads % g == 0]
+            raise ValueError(
+                f"n_kv_heads={n_kv_heads} must divide n_heads={n_heads} (both >= 1): each "
+                f"key/value head serves a group of query heads; valid n_kv_heads: {divisors}"
+            )
+        if d_k is None and d_model % n_heads:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by n_heads={n_heads}; pass d_k explicitly"
+            )
+
     def project(self, x: torch.Tensor, offset: int = 0):
         """Queries, keys and values, normed (QK-norm) and rotated (RoPE) as attention uses them.
 
@@ -156,12 +167,7 @@ class GroupedQueryAttention(nn.Module):
         Returns:
             ``(q, k, v)``: ``(B, h, T, d_k)``, ``(B, n_kv_heads, T, d_k)`` twice.
         """
-        check_tensor(x, "x", f"float (B, T, d_model={self.d_model})")
-        if x.ndim != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"expected x of shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
-            )
-        check_input_dtype(x, self.w_q.weight)
+        self._check_project(x)
         q = split_heads(self.w_q(x), self.n_heads)  # (B, T, h*d_k) -> (B, h, T, d_k)
         k = split_heads(self.w_k(x), self.n_kv_heads)  # (B, T, g*d_k) -> (B, g, T, d_k)
         v = split_heads(self.w_v(x), self.n_kv_heads)  # (B, T, g*d_k) -> (B, g, T, d_k)
@@ -170,6 +176,15 @@ class GroupedQueryAttention(nn.Module):
         if self.rotary is not None:
             q, k = self.rotary(q, offset=offset), self.rotary(k, offset=offset)
         return q, k, v
+
+    def _check_project(self, x: object) -> None:
+        """Raise unless ``x`` is float ``(B, T, d_model)`` of the weights' dtype."""
+        check_tensor(x, "x", f"float (B, T, d_model={self.d_model})")
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"expected x of shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
+            )
+        check_input_dtype(x, self.w_q.weight)
 
     def forward(self, x: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
         """Causal self-attention ``(B, T, C)`` -> ``(B, T, C)``.

@@ -30,6 +30,7 @@ from torch import nn
 
 from course_utils.checks import check_instance, check_int
 from course_utils.modern_model import ModernConfig, ModernDecoder
+from course_utils.positional import check_rotary_width
 
 GPT2_REPO = "openai-community/gpt2"
 
@@ -49,8 +50,7 @@ def rotary_permutation(d_k: int) -> torch.Tensor:
         ValueError: ``d_k`` odd or below 2.
     """
     d_k = check_int(d_k, "d_k", minimum=2, why="the head width")
-    if d_k % 2:
-        raise ValueError(f"RoPE rotates channel pairs: d_k must be even, got {d_k}")
+    check_rotary_width(d_k, "d_k")
     half = torch.arange(d_k // 2)
     return torch.stack([half, half + d_k // 2], dim=1).flatten()  # (d/2, 2) -> (d,)
 
@@ -72,7 +72,7 @@ def config_from_transformers(hf_config) -> ModernConfig:
     Raises:
         ValueError: another ``model_type``, or RoPE scaling the course does not implement.
     """
-    kind = getattr(hf_config, "model_type", None)
+    kind = _check_supported(hf_config)
     if kind == "gpt2":
         return ModernConfig(
             vocab_size=hf_config.vocab_size,
@@ -88,11 +88,7 @@ def config_from_transformers(hf_config) -> ModernConfig:
             tie_embeddings=True,
             norm_eps=hf_config.layer_norm_epsilon,
         )
-    if kind not in ("llama", "qwen3"):
-        raise ValueError(f"model_type must be 'llama', 'qwen3' or 'gpt2', got {kind!r}")
     rope = dict(getattr(hf_config, "rope_parameters", None) or {})
-    if rope.get("rope_type", "default") != "default":
-        raise ValueError(f"only plain RoPE is implemented, got rope_type={rope['rope_type']!r}")
     return ModernConfig(
         vocab_size=hf_config.vocab_size,
         block_size=hf_config.max_position_embeddings,
@@ -108,6 +104,19 @@ def config_from_transformers(hf_config) -> ModernConfig:
         norm_eps=hf_config.rms_norm_eps,
         rope_base=rope.get("rope_theta", 10000.0),
     )
+
+
+def _check_supported(hf_config) -> str:
+    """The config's ``model_type``, if the course implements it (for Llama and Qwen3, its RoPE)."""
+    kind = getattr(hf_config, "model_type", None)
+    if kind == "gpt2":
+        return kind
+    if kind not in ("llama", "qwen3"):
+        raise ValueError(f"model_type must be 'llama', 'qwen3' or 'gpt2', got {kind!r}")
+    rope = dict(getattr(hf_config, "rope_parameters", None) or {})
+    if rope.get("rope_type", "default") != "default":
+        raise ValueError(f"only plain RoPE is implemented, got rope_type={rope['rope_type']!r}")
+    return kind
 
 
 def _llama_names(layer: int, qk_norm: bool) -> dict[str, str]:

@@ -102,14 +102,19 @@ class FeedForward(nn.Module):
         d_ff = check_int(d_ff, "d_ff", minimum=1, why="the hidden width, 4 * d_model in the paper")
         dropout = check_dropout_p(dropout, "dropout")
         activations = {"gelu": nn.GELU, "relu": nn.ReLU}
-        if not isinstance(activation, str):  # a list, an nn.GELU() module: TypeError
-            check_choice(activation, "activation", tuple(activations))
-        if activation not in activations:
-            raise ValueError(f"activation must be one of {sorted(activations)}, got {activation!r}")
+        self._check_activation(activation, tuple(activations))
         self.up = nn.Linear(d_model, d_ff)
         self.activation = activations[activation]()
         self.down = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
+
+    @staticmethod
+    def _check_activation(activation: object, names: tuple[str, ...]) -> None:
+        """Raise unless ``activation`` is one of ``names`` (a name, not a module: ``nn.GELU()``)."""
+        if not isinstance(activation, str):  # a list, an nn.GELU() module: TypeError
+            check_choice(activation, "activation", names)
+        if activation not in names:
+            raise ValueError(f"activation must be one of {sorted(names)}, got {activation!r}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_last_axis(x, self.up.in_features, self.up.weight, "FeedForward", "d_model")

@@ -41,15 +41,20 @@ def causal_mask(size: int, device: torch.device | str | None = None) -> torch.Te
         ValueError: ``size`` is negative, or ``device`` is not a device name (``"gpu"``).
         RuntimeError: ``device`` is a CUDA or MPS device this machine does not have.
     """
+    size = _check_length(size)
+    device = None if device is None else as_device(device, "device")
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril()
+
+
+def _check_length(size: object) -> int:
+    """``size`` as an int >= 0; a tensor such as ``x`` itself is refused with the fix."""
     if isinstance(size, torch.Tensor) and size.ndim > 0:
         raise TypeError(
             f"size must be an int (the sequence length T), got a tensor of shape "
             f"{tuple(size.shape)}; pass its length, e.g. causal_mask(x.shape[-2]) for x of shape "
             "(B, T, C) or (B, h, T, d_k), or causal_mask(T)"
         )
-    size = check_int(size, "size", minimum=0, why="a sequence length, e.g. x.shape[1]")
-    device = None if device is None else as_device(device, "device")
-    return torch.ones(size, size, dtype=torch.bool, device=device).tril()
+    return check_int(size, "size", minimum=0, why="a sequence length, e.g. x.shape[1]")
 
 
 def padding_mask(lengths: torch.Tensor | list[int], size: int) -> torch.Tensor:
@@ -63,6 +68,12 @@ def padding_mask(lengths: torch.Tensor | list[int], size: int) -> torch.Tensor:
         ValueError: ``lengths`` is not 1-D, or a length is outside ``[0, size]``.
     """
     size = check_int(size, "size", minimum=0, why="the padded sequence length T")
+    lengths = _check_lengths(lengths, size)
+    return (torch.arange(size, device=lengths.device) < lengths[:, None])[:, None, None, :]
+
+
+def _check_lengths(lengths: object, size: int) -> torch.Tensor:
+    """``lengths`` as a 1-D integer tensor of values in ``[0, size]``."""
     try:
         lengths = torch.as_tensor(lengths)
     except (TypeError, ValueError, RuntimeError):
@@ -79,7 +90,7 @@ def padding_mask(lengths: torch.Tensor | list[int], size: int) -> torch.Tensor:
         raise ValueError(
             f"lengths must be a 1-D list of values in [0, {size}], got {lengths.tolist()}"
         )
-    return (torch.arange(size, device=lengths.device) < lengths[:, None])[:, None, None, :]
+    return lengths
 
 
 def _require_bool(mask: object, name: str, shape_hint: str) -> None:
@@ -253,6 +264,18 @@ def combine_masks(
         ValueError: a bad shape, an inverted mask, an ambiguous 2-D mask, or a 3-D mask for
             scores with a head axis (see module doc).
     """
+    _check_masks(mask, key_padding_mask, scores_shape)
+    if key_padding_mask is None:
+        return mask
+    extra = (1,) * (len(scores_shape) - 2)
+    keys = key_padding_mask.view(
+        scores_shape[0], *extra, scores_shape[-1]
+    )  # (B, T_k) -> (B, 1.., T_k)
+    return keys if mask is None else mask & keys
+
+
+def _check_masks(mask: object, key_padding_mask: object, scores_shape: tuple[int, ...]) -> None:
+    """Raise unless each mask given is bool, of a fitting shape, neither inverted nor ambiguous."""
     if mask is not None:
         _require_bool(mask, "mask", "broadcastable to (..., T_q, T_k)")
         _check_not_3d(mask, scores_shape)
@@ -260,15 +283,10 @@ def combine_masks(
         _check_not_ambiguous(mask, scores_shape)
         _check_not_inverted(mask, scores_shape)
     if key_padding_mask is None:
-        return mask
+        return
     if len(scores_shape) < 3:
         raise ValueError(
             f"key_padding_mask (B, T_k) needs batched inputs, got scores of shape "
             f"{tuple(scores_shape)}; add a batch axis or pass mask= instead"
         )
     check_key_padding_mask(key_padding_mask, scores_shape[0], scores_shape[-1])
-    extra = (1,) * (len(scores_shape) - 2)
-    keys = key_padding_mask.view(
-        scores_shape[0], *extra, scores_shape[-1]
-    )  # (B, T_k) -> (B, 1.., T_k)
-    return keys if mask is None else mask & keys

@@ -82,19 +82,24 @@ class ModernConfig(ModelConfig):
         if self.head_dim is not None:
             self.head_dim = check_int(self.head_dim, "head_dim", minimum=1, why="None: C / h")
         super().__post_init__()
-        n_kv = self.n_heads if self.n_kv_heads is None else self.n_kv_heads
-        self.n_kv_heads = check_int(n_kv, "n_kv_heads", minimum=1)
-        if self.n_heads % self.n_kv_heads:
-            raise ValueError(
-                f"n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads}; valid: "
-                f"{[g for g in range(1, self.n_heads + 1) if self.n_heads % g == 0]}"
-            )
+        self.n_kv_heads = self._check_n_kv_heads()
         for name in ("bias", "qk_norm", "tie_embeddings"):
             setattr(self, name, check_bool(getattr(self, name), name))
         self.norm_eps = check_float(self.norm_eps, "norm_eps", 0.0, 1.0, low_open=True)
         self.rope_base = check_float(
             self.rope_base, "rope_base", 1.0, math.inf, low_open=True, high_open=True
         )
+
+    def _check_n_kv_heads(self) -> int:
+        """``n_kv_heads`` (None: ``n_heads``) as an int >= 1 that divides ``n_heads``."""
+        n_kv = self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+        n_kv = check_int(n_kv, "n_kv_heads", minimum=1)
+        if self.n_heads % n_kv:
+            raise ValueError(
+                f"n_kv_heads={n_kv} must divide n_heads={self.n_heads}; valid: "
+                f"{[g for g in range(1, self.n_heads + 1) if self.n_heads % g == 0]}"
+            )
+        return n_kv
 
     @property
     def d_k(self) -> int:
@@ -227,11 +232,12 @@ class ModernDecoder(nn.Module):
             ValueError, TypeError: bad ids or targets, as :meth:`TinyDecoder.forward`.
         """
         need_weights = check_bool(need_weights, "need_weights")
+        if targets is not None:
+            targets = self._check_targets(targets, self._check_ids(ids))
         x = self.hidden_states(ids, need_weights)[-1]
         logits = self.lm_head(self.final_norm(x))  # (B, T, C) -> (B, T, V)
         if targets is None:
             return logits, None
-        targets = self._check_targets(targets, self._check_ids(ids))
         loss = F.cross_entropy(
             logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX
         )  # (B*T, V) against (B*T,)

@@ -65,8 +65,7 @@ def sinusoidal_positional_encoding(
     d_model = check_int(d_model, "d_model", minimum=1)
     base = _check_base(base)
     dtype = _check_float_dtype(dtype)
-    if d_model % 2:
-        raise ValueError(f"d_model must be even for sin/cos pairs, got {d_model}")
+    _check_sin_cos_pairs(d_model)
     position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
     pair = torch.arange(d_model // 2, dtype=torch.float64)  # (C/2,)
     inverse_frequency = base ** (-2.0 * pair / d_model)  # (C/2,)
@@ -75,6 +74,12 @@ def sinusoidal_positional_encoding(
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle)
     return pe.to(dtype)
+
+
+def _check_sin_cos_pairs(d_model: int, must: str = "even") -> None:
+    """ValueError unless ``d_model`` is positive and even (``must`` words the message)."""
+    if d_model <= 0 or d_model % 2:
+        raise ValueError(f"d_model must be {must} for sin/cos pairs, got {d_model}")
 
 
 def _check_positions(x: torch.Tensor, max_len: int, d_model: int) -> None:
@@ -189,8 +194,7 @@ def pe_shift_matrix(
     k = check_float(k, "k", -math.inf, math.inf, low_open=True, high_open=True)
     d_model = check_int(d_model, "d_model")
     base, dtype = _check_base(base), _check_float_dtype(dtype)
-    if d_model <= 0 or d_model % 2:
-        raise ValueError(f"d_model must be positive and even for sin/cos pairs, got {d_model}")
+    _check_sin_cos_pairs(d_model, must="positive and even")
     pair = torch.arange(d_model // 2, dtype=torch.float64)
     angle = k * base ** (-2.0 * pair / d_model)  # (C/2,)
     cos, sin = torch.cos(angle), torch.sin(angle)
@@ -314,6 +318,12 @@ def _rotary_positions(
     return positions.to(device=x.device, dtype=compute)
 
 
+def check_rotary_width(width: int, name: str) -> None:
+    """ValueError unless a head's ``width`` (``name``: ``head_dim``, ``d_k``) is even."""
+    if width % 2:
+        raise ValueError(f"RoPE rotates channel pairs: {name} must be even, got {width}")
+
+
 class RotaryEmbedding(nn.Module):
     """RoPE as a module with cached angles, for use inside attention on q and k.
 
@@ -341,8 +351,7 @@ class RotaryEmbedding(nn.Module):
         head_dim = check_int(head_dim, "head_dim", minimum=1)
         max_len = check_int(max_len, "max_len", minimum=1, why="the longest sequence, in tokens")
         base = _check_base(base)
-        if head_dim % 2:
-            raise ValueError(f"RoPE rotates channel pairs: head_dim must be even, got {head_dim}")
+        check_rotary_width(head_dim, "head_dim")
         self.head_dim, self.max_len = head_dim, max_len
         pair = torch.arange(head_dim // 2, dtype=torch.float64)
         angle = torch.arange(max_len, dtype=torch.float64)[:, None] * base ** (
