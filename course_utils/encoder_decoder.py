@@ -243,8 +243,9 @@ class EncoderDecoder(nn.Module):
         Raises:
             ValueError / TypeError: bad ids, memory, memory_kv or mask, ``T_tgt > max_len``.
         """
-        y = self._embed(tgt, self.tgt_embedding, "tgt")
+        tgt = self._ids(tgt, "tgt")
         self._check_kv_per_block(memory_kv)
+        y = self._embed(tgt, self.tgt_embedding, "tgt")
         if memory_kv is None:
             memory_kv = [None] * len(self.decoder_blocks)
         for block, kv in zip(self.decoder_blocks, memory_kv):
@@ -307,14 +308,15 @@ class EncoderDecoder(nn.Module):
         )
         src, tgt = self._ids(src, "src"), self._ids(tgt, "tgt")
         src_key_padding_mask = self._source_mask(src)
+        if targets is not None:
+            targets = self._check_targets(targets, tgt)
         memory = self.encode(src, src_key_padding_mask, need_weights=need_weights)
         logits = self.decode(tgt, memory, src_key_padding_mask, need_weights=need_weights)
         if targets is None:
             return logits, None
-        targets = self._check_targets(targets, tgt).to(logits.device)
         loss = F.cross_entropy(
             logits.flatten(0, 1),
-            targets.flatten(),
+            targets.to(logits.device).flatten(),
             ignore_index=self.config.pad_id,
             label_smoothing=label_smoothing,
         )

@@ -131,13 +131,14 @@ class TinyDecoder(nn.Module):
         """
         need_weights = check_bool(need_weights, "need_weights")
         ids = self._check_ids(ids)
+        if targets is not None:
+            targets = self._check_targets(targets, ids)
         x = self.dropout(self.position(self.token_embedding(ids)))  # (B, T) -> (B, T, C)
         for block in self.blocks:
             x = block(x, need_weights=need_weights, key_padding_mask=key_padding_mask)
         logits = self.lm_head(self.final_norm(x))  # (B, T, C) -> (B, T, V)
         if targets is None:
             return logits, None
-        targets = self._check_targets(targets, ids)
         # -100 (F.cross_entropy's ignore_index) marks positions left out of the mean
         loss = F.cross_entropy(
             logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX
