@@ -7,12 +7,12 @@ runs with the tested matplotlib of constraints.txt; the shapes are checked with 
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
 from course_utils.lab import environment
 from course_utils.lab.assets import asset_path
@@ -21,14 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "draw_decoder_diagram.py"
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("draw_decoder_diagram", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-draw = _load_script()
+draw = load_script(SCRIPT)
 TESTED_MATPLOTLIB = environment.release(importlib.metadata.version("matplotlib")) == (
     environment.release(environment.tested_versions()["matplotlib"])
 )

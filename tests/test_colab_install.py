@@ -38,6 +38,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from packaging.requirements import Requirement
+from script_loader import load_script
 from test_committed_outputs import output_problems
 
 from course_utils.lab.bootstrap import colab_requirements
@@ -179,12 +180,9 @@ def colab(tmp_path_factory):
 
 def _notebook_with_url(url: str, commit: str) -> nbformat.NotebookNode:
     """Notebook 00 of ``commit``, header from the current template, address ``url``."""
-    import importlib.util
     import tempfile
 
-    spec = importlib.util.spec_from_file_location("sync_notebook_headers", SCRIPT)
-    sync = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sync)
+    sync = load_script(SCRIPT)
     text = subprocess.check_output(["git", "show", f"{commit}:{NOTEBOOK}"], cwd=ROOT, text=True)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / Path(NOTEBOOK).name

@@ -8,24 +8,16 @@ the clock, whose runs must not. The comparison itself is tested on made-up outpu
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import nbformat
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_script():
-    path = ROOT / "scripts" / "check_determinism.py"
-    spec = importlib.util.spec_from_file_location("check_determinism", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-determinism = _load_script()
+determinism = load_script("scripts/check_determinism.py")
 
 SEEDED = [
     "import matplotlib.pyplot as plt\nimport torch\ntorch.manual_seed(0)\nx = torch.randn(3, 4)",

@@ -3,13 +3,13 @@ no read-back per step, fused AdamW, the compile flag, and the benchmark's arithm
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import pytest
 import torch
+from script_loader import load_script
 
 from course_utils import training
 from course_utils.config import ModelConfig, TrainConfig, get_config
@@ -276,9 +276,7 @@ def test_flops_per_token_by_hand():
 def test_benchmark_script_writes_json_and_prints_the_table(tmp_path, capsys):
     """A short CPU run of `make bench`'s script: both paths, one table, the same numbers
     in the JSON file, and the same last loss on both paths (same seed and batches)."""
-    spec = importlib.util.spec_from_file_location("train_throughput", BENCHMARK_SCRIPT)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script(BENCHMARK_SCRIPT)
     out = tmp_path / "cpu.json"
     argv = ["--device", "cpu", "--warmup", "1", "--steps", "2", "--repeats", "1"]
     results = script.main([*argv, "--out", str(out)])

@@ -3,7 +3,6 @@ reproducible samples, outcome classification and the report's counts on fake res
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import shlex
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,11 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def mutation():
     name = "course_mutation_script"
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "mutation.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    yield module
+    yield load_script("scripts/mutation.py", name, register=True)  # dataclasses need it
     sys.modules.pop(name, None)
 
 

@@ -8,7 +8,6 @@ fails. The real Colab path, end to end, is tests/test_colab_install.py.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from script_loader import load_script
 
 from course_utils.lab import bootstrap
 
@@ -26,14 +26,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SCRIPT = ROOT / "scripts" / "sync_notebook_headers.py"
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("sync_notebook_headers", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sync = _load_script()
+sync = load_script(SCRIPT)
 REPOSITORY = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
 BOOTSTRAP_SOURCE = sync.bootstrap_cell_source()
 

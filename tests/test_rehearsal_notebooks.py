@@ -8,7 +8,6 @@ checked against its own printed numbers (tests/nb12_claims.py).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
@@ -23,6 +22,7 @@ from course_utils.lab.rehearsal import REHEARSAL_ENV, REHEARSAL_MODES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nb12_claims  # noqa: E402
+from script_loader import load_script  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {
@@ -92,9 +92,5 @@ def test_commands_take_the_gpu_branch(mode, tmp_path, monkeypatch, capsys):
     assert ran_as == {PRECISION[mode]}  # a T4 runs the "bfloat16" rows in float16
     table = benchmark_table(results)
     assert (" float16 " in table) == (mode == "cuda-fp16")
-    spec = importlib.util.spec_from_file_location(
-        "train_throughput", ROOT / "benchmarks" / "train_throughput.py"
-    )
-    throughput = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(throughput)
+    throughput = load_script("benchmarks/train_throughput.py")
     assert throughput.results_path(results).parent.name == "rehearsal"  # never over a measurement

@@ -9,7 +9,6 @@ the script is tested here on copies.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -17,20 +16,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SCRIPT = ROOT / "scripts" / "sync_notebook_headers.py"
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("sync_notebook_headers_solutions", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sync = _load_script()
+sync = load_script(SCRIPT, "sync_notebook_headers_solutions")
 
 
 def _solutions(cells: list[dict]) -> list[tuple[int, dict]]:
