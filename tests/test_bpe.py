@@ -16,6 +16,8 @@ from course_utils.tokenization import (
     BytePairTokenizer,
     load_encoding,
     merge_pair,
+    merges_from_ranks,
+    ranks_from_vocab,
 )
 
 ROUND_TRIP_TEXTS = {
@@ -153,6 +155,28 @@ def test_from_ranks_rejects_ranks_with_gaps():
     ranks = {bytes([b]): b for b in range(256)} | {b"ab": 300}
     with pytest.raises(ValueError, match="ranks must be 0..n-1"):
         BytePairTokenizer.from_ranks(ranks, GPT2_SPLIT_PATTERN)
+
+
+def test_ranks_and_merges_round_trip(shakespeare_bpe):
+    """Trained merges -> tiktoken's rank table -> the same merges and byte ids again."""
+    ranks = ranks_from_vocab(shakespeare_bpe.vocab)
+    assert len(ranks) == shakespeare_bpe.vocab_size
+    merges, byte_ids = merges_from_ranks(ranks)
+    assert merges == [tuple(pair) for pair in shakespeare_bpe.merges]
+    assert byte_ids == list(range(256))
+
+
+def test_merges_from_ranks_boundaries():
+    single_bytes = {bytes([b]): b for b in range(256)}
+    assert merges_from_ranks(single_bytes) == ([], list(range(256)))  # no merge at all
+    assert merges_from_ranks(single_bytes | {b"ab": 256, b"abc": 257})[0] == [
+        (97, 98),
+        (256, 99),
+    ]
+    with pytest.raises(ValueError, match="ranks 0..255 must be the 256 single bytes"):
+        merges_from_ranks({b"ab": 0} | {bytes([b]): b + 1 for b in range(256)})
+    with pytest.raises(ValueError, match=r"token b'abc' \(rank 256\) is not a merge"):
+        merges_from_ranks(single_bytes | {b"abc": 256})  # neither "ab" nor "bc" came before
 
 
 def test_hand_made_merges_can_disagree_with_tiktoken():

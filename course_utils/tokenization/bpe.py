@@ -13,12 +13,11 @@ from tiktoken_ext import openai_public
 
 from course_utils.checks import check_int, check_text
 from course_utils.tokenization.base import _ids_in_range
+from course_utils.tokenization.ranks import NEVER, merges_from_ranks, ranks_from_vocab
 
 #: GPT-2's pre-tokenisation pattern (tiktoken's ``r50k_pat_str``): an optional space plus a run
 #: of letters, of digits or of other symbols, or whitespace; contractions ('s, 't, ...) apart.
 GPT2_SPLIT_PATTERN = openai_public.r50k_pat_str
-
-_NEVER = float("inf")  # the rank of a pair that was never merged
 
 
 def merge_pair(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[int]:
@@ -308,49 +307,15 @@ class BytePairTokenizer:
 
     @classmethod
     def from_ranks(cls, mergeable_ranks: dict[bytes, int], pat_str: str) -> BytePairTokenizer:
-        """Recover the merges behind a tiktoken vocabulary (``encoding._mergeable_ranks``).
-
-        tiktoken stores each token's rank, not the merges. Its encoder merges, again and
-        again, the adjacent pair whose joined bytes have the lowest rank. So the token of rank
-        ``r`` was made from the two pieces at which that procedure stops when it runs on the
-        token's own bytes with only the ranks below ``r``.
+        """Recover the merges behind a tiktoken vocabulary (``encoding._mergeable_ranks``);
+        how: :func:`course_utils.tokenization.ranks.merges_from_ranks`.
 
         Raises:
             ValueError: the ranks are not ``0..n-1`` with the 256 single bytes first, or a
                 token cannot be split into two tokens of lower rank.
         """
-        by_rank = sorted(mergeable_ranks.items(), key=lambda item: item[1])
-        cls._check_ranks(by_rank)
-        byte_ids = [mergeable_ranks[bytes([b])] for b in range(256)]
-        merges = []
-        for token, rank in by_rank[256:]:
-            parts = [bytes([b]) for b in token]
-            while len(parts) > 2:
-                candidates = [
-                    (mergeable_ranks.get(parts[i] + parts[i + 1], _NEVER), i)
-                    for i in range(len(parts) - 1)
-                ]
-                best_rank, i = min(candidates)
-                if best_rank >= rank:
-                    break
-                parts[i : i + 2] = [parts[i] + parts[i + 1]]
-            cls._check_split(token, rank, parts)
-            merges.append((mergeable_ranks[parts[0]], mergeable_ranks[parts[1]]))
+        merges, byte_ids = merges_from_ranks(mergeable_ranks)
         return cls(merges, pat_str, byte_ids)
-
-    @staticmethod
-    def _check_ranks(by_rank: list[tuple[bytes, int]]) -> None:
-        """The ranks, sorted, are ``0..n-1`` with the 256 single bytes first."""
-        if [rank for _, rank in by_rank] != list(range(len(by_rank))):
-            raise ValueError("ranks must be 0..n-1, each used once")
-        if sorted(len(token) for token, _ in by_rank[:256]) != [1] * 256:
-            raise ValueError("ranks 0..255 must be the 256 single bytes")
-
-    @staticmethod
-    def _check_split(token: bytes, rank: int, parts: list[bytes]) -> None:
-        """``token`` came apart into two earlier tokens, ``parts``."""
-        if len(parts) != 2:
-            raise ValueError(f"token {token!r} (rank {rank}) is not a merge of two earlier tokens")
 
     # -- encoding and decoding -----------------------------------------------------------
 
@@ -375,7 +340,7 @@ class BytePairTokenizer:
             return list(cached)
         ids = [self.byte_ids[b] for b in chunk.encode("utf-8")]
         while len(ids) >= 2:
-            pair = min(zip(ids, ids[1:]), key=lambda p: self.merge_ids.get(p, _NEVER))
+            pair = min(zip(ids, ids[1:]), key=lambda p: self.merge_ids.get(p, NEVER))
             if pair not in self.merge_ids:
                 break  # no adjacent pair was ever merged: done
             ids = _merge_pair(ids, pair, self.merge_ids[pair])
@@ -432,23 +397,10 @@ class BytePairTokenizer:
         Raises:
             ValueError: two ids stand for the same bytes (tiktoken keys tokens by bytes).
         """
-        ranks = {token: token_id for token_id, token in enumerate(self.vocab)}
-        self._check_distinct(ranks)
         return tiktoken.Encoding(
-            name=name, pat_str=self.pat_str, mergeable_ranks=ranks,
+            name=name, pat_str=self.pat_str, mergeable_ranks=ranks_from_vocab(self.vocab),
             special_tokens=dict(special_tokens or {}),
         )  # fmt: skip
-
-    def _check_distinct(self, ranks: dict[bytes, int]) -> None:
-        """No two ids stand for the same bytes: ``ranks`` keeps one entry per id."""
-        if len(ranks) != self.vocab_size:
-            first_id: dict[bytes, int] = {}
-            twins = [
-                (first_id[t], i) for i, t in enumerate(self.vocab) if first_id.setdefault(t, i) != i
-            ]
-            raise ValueError(
-                f"ids {twins[:3]} stand for the same bytes; tiktoken needs one id each"
-            )
 
     def __repr__(self) -> str:
         return f"BytePairTokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)})"
