@@ -14,7 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.checks import as_number, check_bool, check_int, check_tensor
+from course_utils.checks import (
+    check_bool,
+    check_dropout_p,
+    check_input_dtype,
+    check_int,
+    check_tensor,
+)
 from course_utils.masks import (  # noqa: F401  (re-exported: notebooks import them from here)
     causal_mask,
     check_key_padding_mask,
@@ -80,62 +86,6 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return (
         x.transpose(1, 2).contiguous().view(batch, time, heads * head_dim)
     )  # (B,h,T,d_k)->(B,T,C)
-
-
-def check_last_axis(
-    x: torch.Tensor, size: int, weight: torch.Tensor, owner: str, axis: str = "C"
-) -> None:
-    """The input of a layer that acts on each vector's channels (a norm, a feed-forward
-    network): a float tensor ``(..., size)`` with the dtype of ``weight``.
-
-    Raises:
-        TypeError: as :func:`check_input_dtype`.
-        ValueError: a last axis other than ``size``, naming ``owner`` and both shapes.
-    """
-    check_tensor(x, "x", f"float (..., {axis}={size})")
-    if x.shape[-1] != size:
-        raise ValueError(
-            f"{owner} expected x of shape (..., {axis}={size}): a last axis of size {size}, "
-            f"got shape {tuple(x.shape)}"
-        )
-    check_input_dtype(x, weight)
-
-
-def check_input_dtype(x: torch.Tensor, weight: torch.Tensor, name: str = "x") -> None:
-    """Raise a clear error unless ``x`` is a float tensor with the dtype of ``weight`` (under
-    autocast, any float dtype: autocast converts it).
-
-    Raises:
-        TypeError: ``x`` is not a tensor (a numpy array, a list), not a float tensor, or its
-            dtype differs from the weights'.
-    """
-    check_tensor(x, name, "float (B, T, C)")
-    if not x.dtype.is_floating_point:
-        raise TypeError(
-            f"{name} must hold float vectors (B, T, C), got dtype {x.dtype}; token ids go "
-            "through the embedding first"
-        )
-    if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):
-        raise TypeError(
-            f"{name} has dtype {x.dtype} but the weights are {weight.dtype}; convert one of "
-            f"them, e.g. {name}.to({weight.dtype})"
-        )
-
-
-def check_dropout_p(dropout_p: float, name: str = "dropout_p") -> float:
-    """``dropout_p`` as a float, if it is a probability in ``[0, 1)`` (numpy floats too).
-
-    Raises:
-        TypeError: not a real number (a bool, a string or a tensor of several values).
-        ValueError: outside ``[0, 1)``, or NaN.
-    """
-    dropout_p = as_number(dropout_p, name)
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(
-            f"{name} must be a probability in [0, 1), got {dropout_p}; use e.g. 0.1 "
-            "(and 0.0 at evaluation)"
-        )
-    return dropout_p
 
 
 def _check_qkv(q: object, k: object, v: object) -> None:

@@ -11,6 +11,9 @@ the argument's name, what was expected, what was given, and the fix.
 * :func:`as_id_tensor`: token ids as an int64 tensor. Any integer dtype (``uint8``, ``uint16``
   from nanoGPT-style ``.bin`` memmaps, ``int32``, numpy arrays, Python lists) is converted to
   ``torch.long``; ``uint8`` is never read as a boolean mask. Floats and bools are refused.
+* :func:`check_input_dtype` / :func:`check_last_axis`: the float input of a layer, in the
+  weights' dtype (and, for a layer acting on channels, with the right last axis).
+* :func:`check_dropout_p`: a dropout probability in ``[0, 1)``.
 """
 
 from __future__ import annotations
@@ -341,3 +344,59 @@ def _check_available(device: torch.device, name: str) -> None:
                 f"{name}={str(device)!r} was requested but MPS (Apple's GPU) is not available "
                 "here; use 'cpu', or course_utils.lab.device.get_device() to pick what is here"
             )
+
+
+def check_last_axis(
+    x: torch.Tensor, size: int, weight: torch.Tensor, owner: str, axis: str = "C"
+) -> None:
+    """The input of a layer that acts on each vector's channels (a norm, a feed-forward
+    network): a float tensor ``(..., size)`` with the dtype of ``weight``.
+
+    Raises:
+        TypeError: as :func:`check_input_dtype`.
+        ValueError: a last axis other than ``size``, naming ``owner`` and both shapes.
+    """
+    check_tensor(x, "x", f"float (..., {axis}={size})")
+    if x.shape[-1] != size:
+        raise ValueError(
+            f"{owner} expected x of shape (..., {axis}={size}): a last axis of size {size}, "
+            f"got shape {tuple(x.shape)}"
+        )
+    check_input_dtype(x, weight)
+
+
+def check_input_dtype(x: torch.Tensor, weight: torch.Tensor, name: str = "x") -> None:
+    """Raise a clear error unless ``x`` is a float tensor with the dtype of ``weight`` (under
+    autocast, any float dtype: autocast converts it).
+
+    Raises:
+        TypeError: ``x`` is not a tensor (a numpy array, a list), not a float tensor, or its
+            dtype differs from the weights'.
+    """
+    check_tensor(x, name, "float (B, T, C)")
+    if not x.dtype.is_floating_point:
+        raise TypeError(
+            f"{name} must hold float vectors (B, T, C), got dtype {x.dtype}; token ids go "
+            "through the embedding first"
+        )
+    if x.dtype != weight.dtype and not torch.is_autocast_enabled(x.device.type):
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but the weights are {weight.dtype}; convert one of "
+            f"them, e.g. {name}.to({weight.dtype})"
+        )
+
+
+def check_dropout_p(dropout_p: float, name: str = "dropout_p") -> float:
+    """``dropout_p`` as a float, if it is a probability in ``[0, 1)`` (numpy floats too).
+
+    Raises:
+        TypeError: not a real number (a bool, a string or a tensor of several values).
+        ValueError: outside ``[0, 1)``, or NaN.
+    """
+    dropout_p = as_number(dropout_p, name)
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(
+            f"{name} must be a probability in [0, 1), got {dropout_p}; use e.g. 0.1 "
+            "(and 0.0 at evaluation)"
+        )
+    return dropout_p

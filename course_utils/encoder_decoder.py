@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.attention import check_dropout_p
 from course_utils.checks import (
     as_id_tensor,
     check_bool,
     check_choice,
+    check_dropout_p,
     check_float,
     check_instance,
     check_int,

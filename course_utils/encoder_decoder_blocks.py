@@ -23,13 +23,17 @@ from torch import nn
 
 from course_utils.attention import (
     MultiHeadAttention,
-    check_dropout_p,
-    check_input_dtype,
     merge_heads,
     scaled_dot_product_attention,
     split_heads,
 )
-from course_utils.checks import check_bool, check_choice, check_int
+from course_utils.checks import (
+    check_bool,
+    check_choice,
+    check_dropout_p,
+    check_input_dtype,
+    check_int,
+)
 from course_utils.layers import FeedForward, LayerNorm
 from course_utils.masks import check_key_padding_mask
 

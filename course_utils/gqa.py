@@ -30,13 +30,17 @@ from torch import nn
 
 from course_utils.attention import (
     causal_mask,
-    check_dropout_p,
-    check_input_dtype,
     merge_heads,
     scaled_dot_product_attention,
     split_heads,
 )
-from course_utils.checks import check_bool, check_int, check_tensor
+from course_utils.checks import (
+    check_bool,
+    check_dropout_p,
+    check_input_dtype,
+    check_int,
+    check_tensor,
+)
 from course_utils.positional import RotaryEmbedding
 from course_utils.rmsnorm import RMSNorm
 

@@ -8,8 +8,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.attention import MultiHeadAttention, check_dropout_p, check_last_axis
-from course_utils.checks import check_bool, check_choice, check_float, check_int
+from course_utils.attention import MultiHeadAttention
+from course_utils.checks import (
+    check_bool,
+    check_choice,
+    check_dropout_p,
+    check_float,
+    check_int,
+    check_last_axis,
+)
 
 
 def check_norm_args(

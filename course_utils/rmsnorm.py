@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.attention import check_last_axis
+from course_utils.checks import check_last_axis
 from course_utils.layers import check_norm_args
 
 

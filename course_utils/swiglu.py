@@ -14,8 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.attention import check_last_axis
-from course_utils.checks import check_bool, check_int
+from course_utils.checks import check_bool, check_int, check_last_axis
 
 
 def swiglu_hidden_width(d_ff: int, multiple_of: int = 8) -> int:
