@@ -28,7 +28,7 @@ from course_utils.masks import (  # noqa: F401  (re-exported: notebooks import t
     combine_masks,
     padding_mask,
 )
-from course_utils.positional import RotaryEmbedding
+from course_utils.rotary import RotaryEmbedding
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -194,7 +194,7 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on the attention weights and the output (training only).
         bias: use biases in the four projections.
         rotary_max_len: if given, rotate queries and keys with RoPE
-            (:class:`course_utils.positional.RotaryEmbedding`) for sequences up to this length.
+            (:class:`course_utils.rotary.RotaryEmbedding`) for sequences up to this length.
 
     Shapes:
         x ``(B, T, C)`` -> ``(B, T, C)``. ``mask``: bool, broadcastable to ``(B, h, T, T)``.

@@ -41,8 +41,8 @@ from course_utils.checks import (
     check_int,
     check_tensor,
 )
-from course_utils.positional import RotaryEmbedding
 from course_utils.rmsnorm import RMSNorm
+from course_utils.rotary import RotaryEmbedding
 
 
 def expand_kv_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:

@@ -30,7 +30,7 @@ from torch import nn
 
 from course_utils.checks import check_instance, check_int
 from course_utils.modern_model import ModernConfig, ModernDecoder
-from course_utils.positional import check_rotary_width
+from course_utils.rotary import check_rotary_width
 
 GPT2_REPO = "openai-community/gpt2"
 

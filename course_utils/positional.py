@@ -1,8 +1,9 @@
-"""Positional information: sinusoidal encoding (Vaswani et al. 2017, §3.5), a learned table,
-and rotary position embedding (RoPE; Su et al. 2021, RoFormer, §3.2).
+"""Positions added to the token embeddings: the sinusoidal encoding (Vaswani et al. 2017,
+§3.5) and a learned table.
 
 :func:`additive_positions` picks the module that adds positions to the embeddings for a
-config's ``positional`` (nothing for RoPE, which rotates q and k inside attention)."""
+config's ``positional`` (nothing for RoPE, which rotates q and k inside attention: see
+:mod:`course_utils.rotary`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from course_utils.checks import check_choice, check_float, check_int, check_tens
 from course_utils.config import POSITIONAL_KINDS
 
 
-def _check_base(base: object) -> float:
+def check_base(base: object) -> float:
     """``base`` as a float > 1: the wavelengths grow geometrically from 2*pi to base*2*pi,
     so base = 1 gives every pair the same frequency and base < 1 reverses the order."""
     why = "the longest wavelength is base * 2*pi positions; 10000 in the paper"
@@ -63,7 +64,7 @@ def sinusoidal_positional_encoding(
     """
     max_len = check_int(max_len, "max_len", minimum=1, why="the longest sequence, in tokens")
     d_model = check_int(d_model, "d_model", minimum=1)
-    base = _check_base(base)
+    base = check_base(base)
     dtype = _check_float_dtype(dtype)
     _check_sin_cos_pairs(d_model)
     position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
@@ -193,7 +194,7 @@ def pe_shift_matrix(
     """
     k = check_float(k, "k", -math.inf, math.inf, low_open=True, high_open=True)
     d_model = check_int(d_model, "d_model")
-    base, dtype = _check_base(base), _check_float_dtype(dtype)
+    base, dtype = check_base(base), _check_float_dtype(dtype)
     _check_sin_cos_pairs(d_model, must="positive and even")
     pair = torch.arange(d_model // 2, dtype=torch.float64)
     angle = k * base ** (-2.0 * pair / d_model)  # (C/2,)
@@ -205,227 +206,3 @@ def pe_shift_matrix(
     m[index + 1, index] = -sin
     m[index + 1, index + 1] = cos
     return m.to(dtype)
-
-
-def apply_rotary_embedding(
-    x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 10000.0
-) -> torch.Tensor:
-    """Rotary position embedding (RoPE): rotate each channel pair by its position's angle.
-
-    Su et al. 2021, "RoFormer: Enhanced Transformer with Rotary Position Embedding", §3.2
-    (Eq. 34): instead of *adding* a position vector to the token, RoPE *rotates* the
-    queries and keys. Channels ``(2i, 2i+1)`` of the vector at position ``m`` are rotated by
-    the angle ``m * theta_i`` with ``theta_i = base^(-2i/d)``::
-
-        y[2i]   = x[2i] * cos(m theta_i) - x[2i+1] * sin(m theta_i)
-        y[2i+1] = x[2i] * sin(m theta_i) + x[2i+1] * cos(m theta_i)
-
-    i.e. the complex number ``x[2i] + j x[2i+1]`` times ``exp(j m theta_i)``. Because
-    ``R(m)^T R(n) = R(n - m)``, the score ``<R(m) q, R(n) k>`` depends on q, k and the offset
-    ``n - m`` only: attention sees *relative* positions. Rotations keep norms. Apply it to q
-    and k after splitting heads and before the scores; never to v, and nothing is added to x.
-
-    Pairs are interleaved (channels 0-1, 2-3, ...) as in the paper. Some libraries (GPT-NeoX,
-    Hugging Face's LLaMA) pair channel ``i`` with ``i + d/2`` instead ("rotate_half"); that is
-    the same rotation up to a fixed permutation of the channels, but the two layouts do not
-    give the same numbers on the same weights.
-
-    Args:
-        x: float tensor ``(..., T, d)``, e.g. ``(B, h, T, d_k)`` or ``(T, d)``; ``d`` even.
-        positions: the position of each of the T vectors; default ``0 .. T-1``. An integer
-            or float tensor of shape ``(T,)``, or with exactly ``x.ndim - 1`` dims that
-            broadcast to ``x.shape[:-1]``, e.g. ``(B, 1, T)`` for ``x`` ``(B, h, T, d)``
-            (a list or numpy array is converted). A ``(B, T)`` tensor for a 4-D ``x`` is
-            refused: it would line up with ``(h, T)``; pass ``positions[:, None, :]``.
-        base: 10000 in the paper; must be > 1 (the wavelengths grow from 2*pi to
-            base*2*pi positions; base = 1 would rotate every pair by the same angle).
-
-    Returns:
-        Tensor of the same shape and dtype as ``x``. (Angles are computed in float64, in
-        float32 on Apple's MPS, which has no float64.)
-
-    Raises:
-        TypeError: ``x`` is not a float tensor, ``positions`` is not a real-number tensor
-            (or convertible to one), ``base`` is not a number.
-        ValueError: ``x`` has fewer than 2 dimensions, ``d`` is odd, ``positions`` is neither
-            1-D nor ``x.ndim - 1``-D or does not broadcast to ``x.shape[:-1]``, or ``base <= 1``.
-    """
-    _check_rotary_input(x)
-    base = _check_base(base)
-    d = x.shape[-1]
-    compute = torch.float32 if x.device.type == "mps" else torch.float64  # MPS: no float64
-    positions = _rotary_positions(positions, x, compute)  # broadcasts to (..., T)
-    pair = torch.arange(d // 2, device=x.device, dtype=compute)
-    theta = base ** (-2.0 * pair / d)  # (d/2,)
-    angle = positions[..., None] * theta  # (..., T, d/2)
-    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
-    even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d) -> two (..., T, d/2)
-    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
-    return rotated.flatten(-2)  # (..., T, d/2, 2) -> (..., T, d), pairs interleaved again
-
-
-def _check_rotary_input(x: torch.Tensor) -> None:
-    """Raise unless ``x`` is a float tensor ``(..., T, d)`` with ``d`` even."""
-    check_tensor(x, "x", "float (..., T, d)")
-    if not x.dtype.is_floating_point:
-        raise TypeError(f"x must be a float tensor (..., T, d), got {x.dtype}")
-    if x.ndim < 2:
-        raise ValueError(f"x must have shape (..., T, d), got {tuple(x.shape)}")
-    d = x.shape[-1]
-    if d % 2:
-        raise ValueError(
-            f"the last dimension d must be even (RoPE rotates channel pairs), got d={d} "
-            f"in shape {tuple(x.shape)}"
-        )
-
-
-def _rotary_positions(
-    positions: torch.Tensor | None, x: torch.Tensor, compute: torch.dtype
-) -> torch.Tensor:
-    """The position of each vector of ``x`` as a ``compute`` tensor on ``x``'s device:
-    ``0 .. T-1`` by default, else ``positions`` once checked against ``x.shape[:-1]``."""
-    if positions is None:
-        return torch.arange(x.shape[-2], device=x.device, dtype=compute)
-    if not isinstance(positions, torch.Tensor):
-        try:
-            positions = torch.as_tensor(positions)
-        except (TypeError, ValueError, RuntimeError):
-            raise TypeError(
-                f"positions must be a tensor of integer or float positions, got "
-                f"{type(positions).__name__}; e.g. torch.arange(T)"
-            ) from None
-    if positions.dtype.is_complex or positions.dtype == torch.bool:
-        raise TypeError(f"positions must be integer or float, got dtype {positions.dtype}")
-    if positions.ndim not in (1, x.ndim - 1):
-        fix = ""
-        if positions.ndim == 2 and x.ndim == 4:
-            fix = "; for per-sequence positions (B, T) pass positions[:, None, :] (shape (B, 1, T))"
-        raise ValueError(
-            f"positions of shape {tuple(positions.shape)} do not line up with x.shape[:-1] = "
-            f"{tuple(x.shape[:-1])}: positions must be (T,) or have exactly x.ndim - 1 = "
-            f"{x.ndim - 1} dims, aligned with x's (..., T) axes (broadcasting from the right "
-            f"would pair a (B, T) tensor with x's (h, T) axes){fix}"
-        )
-    try:
-        fits = torch.broadcast_shapes(positions.shape, x.shape[:-1]) == x.shape[:-1]
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"positions of shape {tuple(positions.shape)} do not broadcast to "
-            f"x.shape[:-1] = {tuple(x.shape[:-1])}; pass one position per vector, e.g. (T,)"
-        )
-    return positions.to(device=x.device, dtype=compute)
-
-
-def check_rotary_width(width: int, name: str) -> None:
-    """ValueError unless a head's ``width`` (``name``: ``head_dim``, ``d_k``) is even."""
-    if width % 2:
-        raise ValueError(f"RoPE rotates channel pairs: {name} must be even, got {width}")
-
-
-class RotaryEmbedding(nn.Module):
-    """RoPE as a module with cached angles, for use inside attention on q and k.
-
-    Computes the same rotation as :func:`apply_rotary_embedding` for positions
-    ``0 .. T-1``, but builds the cos/sin tables once (Su et al. 2021, §3.2). Applied to the
-    queries and keys of every head, it makes each score depend on the *relative* offset
-    between the two positions; nothing is added to the token vectors.
-
-    Args:
-        head_dim: d_k, the width of one head; must be even.
-        max_len: the longest sequence (the model's block_size).
-        base: 10000 in the paper; must be > 1 (see :func:`apply_rotary_embedding`).
-
-    Shapes: ``(..., T, d_k)`` -> ``(..., T, d_k)``, with ``T <= max_len``.
-
-    Raises:
-        TypeError: a size that is not an int, a ``base`` that is not a number; an ``x`` that
-            is not a float tensor.
-        ValueError: odd ``head_dim``, a size below 1, ``base <= 1``, a last axis other than
-            ``head_dim``, or ``T > max_len``.
-    """
-
-    def __init__(self, head_dim: int, max_len: int, base: float = 10000.0):
-        super().__init__()
-        head_dim = check_int(head_dim, "head_dim", minimum=1)
-        max_len = check_int(max_len, "max_len", minimum=1, why="the longest sequence, in tokens")
-        base = _check_base(base)
-        check_rotary_width(head_dim, "head_dim")
-        self.head_dim, self.max_len = head_dim, max_len
-        pair = torch.arange(head_dim // 2, dtype=torch.float64)
-        angle = torch.arange(max_len, dtype=torch.float64)[:, None] * base ** (
-            -2.0 * pair / head_dim
-        )
-        # Buffers: they follow .to(device) and are rebuilt, not saved, with the model.
-        self.register_buffer("cos", torch.cos(angle).float(), persistent=False)  # (max_len, d/2)
-        self.register_buffer("sin", torch.sin(angle).float(), persistent=False)  # (max_len, d/2)
-        # The angles in float64, outside the buffers (.half() or .double() never round them):
-        # the complex tables of every precision are built from them, so a float64 input is
-        # rotated by float64 angles, not by float32 ones widened.
-        self._angle = angle  # (max_len, d/2), float64, CPU
-        self._rotations: dict = {}  # (device, dtype) -> complex (max_len, d/2), built once
-
-    def _apply(self, fn, *args, **kwargs):
-        self._rotations = {}  # .to(), .cuda(), .double()...: tables built again from cos, sin
-        return super()._apply(fn, *args, **kwargs)
-
-    def rotation_table(self, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-        """``cos + i sin`` as a complex ``(max_len, d_k/2)`` tensor (``dtype`` float32 or
-        float64 parts), cached per device and dtype: no table is rebuilt on a training step."""
-        key = (torch.device(device), dtype)
-        table = self._rotations.get(key)
-        if table is None:
-            angle = self._angle
-            table = torch.complex(
-                torch.cos(angle).to(device, dtype), torch.sin(angle).to(device, dtype)
-            )
-            self._rotations[key] = table
-        return table
-
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """Rotate ``x`` ``(..., T, d_k)`` as positions ``offset .. offset + T - 1``.
-
-        ``offset`` is the number of earlier tokens, e.g. the length of a KV cache
-        (:mod:`course_utils.kv_cache`): a new token is rotated by its absolute position.
-
-        Raises:
-            TypeError: an ``x`` that is not a float tensor, an ``offset`` that is not an int.
-            ValueError: wrong last axis, negative offset, or ``offset + T > max_len``.
-        """
-        offset = self._check_forward(x, offset)
-        end = offset + x.shape[-2]
-        cos, sin = self.cos[offset:end], self.sin[offset:end]  # (T, d/2)
-        # MPS has no complex kernels and torch.compile cannot generate code for them:
-        # there, the same rotation written out with real numbers.
-        if x.device.type == "mps" or torch.compiler.is_compiling():
-            even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d) -> two (..., T, d/2)
-            rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
-            return rotated.flatten(-2).to(x.dtype)  # (..., T, d/2, 2) -> (..., T, d)
-        # A pair (a, b) is the complex number a + ib; rotating it by angle t is multiplying
-        # by cos t + i sin t. One complex product is several times faster than the four real
-        # ones. Half precision is rotated in float32 (there is no bfloat16 complex type).
-        real = torch.float64 if x.dtype == torch.float64 else torch.float32
-        pairs = torch.view_as_complex(x.to(real).reshape(*x.shape[:-1], -1, 2))  # (..., T, d/2)
-        rotation = self.rotation_table(x.device, real)[offset:end]  # (T, d/2), |z| = 1
-        rotated = torch.view_as_real(pairs * rotation)  # (..., T, d/2, 2)
-        return rotated.flatten(-2).to(x.dtype)  # (..., T, d/2, 2) -> (..., T, d)
-
-    def _check_forward(self, x: object, offset: object) -> int:
-        """Raise unless ``x`` is float ``(..., T, d_k)`` and ``offset + T <= max_len``."""
-        _check_rotary_input(x)
-        if x.shape[-1] != self.head_dim:
-            raise ValueError(f"expected (..., T, d_k={self.head_dim}), got {tuple(x.shape)}")
-        length = x.shape[-2]
-        offset = check_int(offset, "offset")
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0 (the number of earlier tokens), got {offset}")
-        if offset + length > self.max_len:
-            raise ValueError(
-                f"sequence length T={length} at offset={offset} exceeds max_len={self.max_len} "
-                "of the rotary tables; crop the context to max_len tokens"
-            )
-        return offset
-
-    def extra_repr(self) -> str:
-        return f"head_dim={self.head_dim}, max_len={self.max_len}"

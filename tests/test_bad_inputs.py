@@ -42,12 +42,8 @@ from course_utils.lab.environment import parse_constraints
 from course_utils.lab.shapes import name_axes, named_shape
 from course_utils.layers import FeedForward, LayerNorm
 from course_utils.model import TinyDecoder
-from course_utils.positional import (
-    RotaryEmbedding,
-    SinusoidalPositionalEncoding,
-    apply_rotary_embedding,
-    sinusoidal_positional_encoding,
-)
+from course_utils.positional import SinusoidalPositionalEncoding, sinusoidal_positional_encoding
+from course_utils.rotary import RotaryEmbedding, apply_rotary_embedding
 from course_utils.tokenization import CharTokenizer
 from course_utils.training import load_checkpoint, save_checkpoint
 

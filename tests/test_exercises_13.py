@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from course_utils.exercises import check_append_to_cache, check_new_positions, check_top_p_filter
-from course_utils.positional import apply_rotary_embedding
+from course_utils.rotary import apply_rotary_embedding
 from course_utils.sampling import top_p_filter as course_top_p_filter
 
 

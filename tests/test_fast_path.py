@@ -429,7 +429,7 @@ def test_fused_path_trains_the_three_weight_tensors():
 
 
 def test_rope_tables_are_built_once_per_device_and_dtype(monkeypatch):
-    from course_utils.positional import RotaryEmbedding, apply_rotary_embedding
+    from course_utils.rotary import RotaryEmbedding, apply_rotary_embedding
 
     rope = RotaryEmbedding(8, 16)
     built = []

@@ -73,7 +73,7 @@ def test_seeds_outside_the_generator_range_are_refused_by_the_course(seed):
 
 @pytest.mark.parametrize("head_dim", [0, 3])
 def test_rotary_needs_a_positive_even_head_dim(head_dim):
-    from course_utils.positional import RotaryEmbedding
+    from course_utils.rotary import RotaryEmbedding
 
     with pytest.raises(ValueError, match="head_dim"):
         RotaryEmbedding(head_dim, max_len=4)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils.positional import RotaryEmbedding, apply_rotary_embedding
+from course_utils.rotary import RotaryEmbedding, apply_rotary_embedding
 
 HEAD_DIM, MAX_LEN, BASE = 8, 40, 10000.0
 FLOAT64_TOLERANCE = 1e-12

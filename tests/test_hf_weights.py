@@ -23,7 +23,7 @@ from course_utils.hf_weights import (
     permute_heads,
     rotary_permutation,
 )
-from course_utils.positional import RotaryEmbedding
+from course_utils.rotary import RotaryEmbedding
 
 SHAPE = dict(
     vocab_size=84,

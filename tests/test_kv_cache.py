@@ -14,7 +14,7 @@ from course_utils.lab.assets import asset_path
 from course_utils.layers import PostLNDecoderBlock
 from course_utils.measure.generation_timing import time_per_token
 from course_utils.model import TinyDecoder
-from course_utils.positional import RotaryEmbedding, apply_rotary_embedding
+from course_utils.rotary import RotaryEmbedding, apply_rotary_embedding
 from course_utils.sampling import seeded_generator
 
 KINDS = ("rope", "sinusoidal", "learned")

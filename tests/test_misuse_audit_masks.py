@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from course_utils.attention import MultiHeadAttention, scaled_dot_product_attention
 from course_utils.masks import causal_mask, padding_mask
-from course_utils.positional import apply_rotary_embedding
+from course_utils.rotary import apply_rotary_embedding
 
 B, H, T, D_K = 2, 2, 5, 8
 D_MODEL = H * D_K

@@ -22,12 +22,11 @@ from course_utils.measure.generation_timing import time_per_token
 from course_utils.model import TinyDecoder
 from course_utils.positional import (
     LearnedPositionalEmbedding,
-    RotaryEmbedding,
     SinusoidalPositionalEncoding,
-    apply_rotary_embedding,
     pe_shift_matrix,
     sinusoidal_positional_encoding,
 )
+from course_utils.rotary import RotaryEmbedding, apply_rotary_embedding
 from course_utils.training import loop, make_optimizer, set_explicit_layer_norm, train
 from course_utils.training import training_step as step
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from course_utils.positional import apply_rotary_embedding
+from course_utils.rotary import apply_rotary_embedding
 
 B, H, T, D_K = 2, 3, 6, 8
 
@@ -139,7 +139,7 @@ def test_bool_positions_are_rejected():
 def test_rotary_module_equals_the_function(real_path, monkeypatch):
     """The cached module (complex product, or the real-number form used on MPS and under
     torch.compile) rotates exactly as apply_rotary_embedding."""
-    from course_utils.positional import RotaryEmbedding
+    from course_utils.rotary import RotaryEmbedding
 
     if real_path:
         monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
