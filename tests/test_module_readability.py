@@ -5,6 +5,9 @@ function at a glance. So a public function or method of a teaching module (the t
 ``course_utils``, ``tokenization`` and ``training``) raises nothing itself: every refusal lives in
 a helper named for what it checks (``check_*`` or a private ``_check_*`` next to it) and is
 called before the math. ``checks.py`` is the shared helpers' module and is exempt.
+
+Size keeps each file to one concept: a teaching module past ~400 lines, or a function whose
+code (its docstring aside) runs past 60 lines, is split by concept rather than let grow.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "course_utils"
 TEACHING_DIRS = (PACKAGE, PACKAGE / "tokenization", PACKAGE / "training")
 HELPER_MODULES = {"checks.py"}  # the shared argument checks themselves
+MAX_MODULE_LINES = 420  # "~400": room for a docstring line, not for a second concept
+MAX_FUNCTION_LINES = 60
 
 
 def teaching_files() -> list[Path]:
@@ -88,6 +93,34 @@ def test_public_functions_keep_their_checks_in_named_helpers(path):
         f"{path.relative_to(ROOT)}: move each `if ...: raise` into a named helper "
         f"(`_check_<what>` next to the function) called before the computation: {found}"
     )
+
+
+def code_lines(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines from the first statement after the docstring to the function's end."""
+    body = function.body
+    has_docstring = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    first = body[1] if has_docstring and len(body) > 1 else body[0]
+    return function.end_lineno - first.lineno + 1
+
+
+@pytest.mark.parametrize("path", teaching_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_teaching_modules_and_functions_stay_small(path):
+    source = path.read_text(encoding="utf-8")
+    assert len(source.splitlines()) <= MAX_MODULE_LINES, f"{path.name}: split it by concept"
+    tree = ast.parse(source)
+    long = [
+        (node.name, code_lines(node))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and code_lines(node) > MAX_FUNCTION_LINES
+    ]
+    assert not long, f"{path.name}: functions past {MAX_FUNCTION_LINES} lines of code: {long}"
+
+
+def test_code_lines_leave_the_docstring_out():
+    function = ast.parse('def f():\n    """Doc\n    string."""\n    x = 1\n    return x\n').body[0]
+    assert code_lines(function) == 2
+    assert code_lines(ast.parse("def g():\n    return 1\n").body[0]) == 1
 
 
 def test_the_scan_finds_an_inline_raise_and_spares_helpers():
