@@ -135,3 +135,20 @@ def test_moved_modules_are_not_also_at_their_old_paths():
                 assert not (PACKAGE / path.name).exists(), (
                     f"{path.name} is in {sub}/ and at the top"
                 )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "names"),
+    [
+        ("kv_cache", "generation", ["generate", "generate_with_cache", "SAMPLING_OPTIONS"]),
+        ("positional", "rotary", ["RotaryEmbedding", "apply_rotary_embedding"]),
+        ("attention", "checks", ["check_last_axis"]),
+    ],
+)
+def test_names_split_into_their_own_module_live_only_there(old, new, names):
+    # A module split by concept leaves no alias behind: one place to read each name.
+    old_module = importlib.import_module(f"course_utils.{old}")
+    new_module = importlib.import_module(f"course_utils.{new}")
+    for name in names:
+        assert hasattr(new_module, name), f"course_utils.{new}.{name} is missing"
+        assert not hasattr(old_module, name), f"course_utils.{old}.{name} is still there"
