@@ -250,8 +250,9 @@ def test_shared_embeddings_use_one_table_and_the_head_is_tied():
     assert separate.src_embedding is not separate.tgt_embedding
     assert shared.lm_head.weight is shared.tgt_embedding.weight
     assert separate.num_parameters() - shared.num_parameters() == 13 * C
-    with pytest.raises(ValueError, match="shared_embeddings needs one vocabulary"):
-        _config(shared_embeddings=True)
+    for src_vocab_size in (11, 17):  # smaller and larger than the target's 13
+        with pytest.raises(ValueError, match="shared_embeddings needs one vocabulary"):
+            _config(src_vocab_size=src_vocab_size, shared_embeddings=True)
 
 
 def test_loss_ignores_padding_and_starts_near_ln_v():
@@ -369,6 +370,12 @@ def test_bad_inputs_raise_clear_errors():
         CrossAttention(C, H)(torch.randn(2, T_TGT, C), torch.randn(3, T_SRC, C))
     with pytest.raises(ValueError, match="src must be"):
         model.encode(src[0])
+    with pytest.raises(ValueError, match=r"src must be \(B, T\) token ids, got \(2, 7, 1\)"):
+        model.encode(src[..., None])  # one axis too many
+    for eos_id in (13, -1):  # one past the last target id, and below the first
+        with pytest.raises(ValueError, match="eos_id"):
+            model.greedy_decode(src, tgt[:, :1], eos_id=eos_id, max_new_tokens=2)
+    assert model.greedy_decode(src, tgt[:, :1], eos_id=12, max_new_tokens=2).shape == (2, 3)
     with pytest.raises(ValueError, match="exceeds max_len"):
         model.greedy_decode(src, tgt[:, :1], eos_id=1, max_new_tokens=16)
     with pytest.raises(ValueError, match="targets must have the shape"):
