@@ -84,3 +84,20 @@ def test_lower_temperature_is_sharper(model):
 
     entropies = [entropy(f) for f in frequencies]
     assert entropies[0] > entropies[1] > entropies[2], entropies
+
+
+def test_top_k_may_be_the_whole_vocabulary(model):
+    """top_k = V keeps every token: the same draws as no top_k; V + 1 is refused."""
+    draws = {}
+    for top_k in (V, None):
+        generator = torch.Generator().manual_seed(0)
+        draws[top_k] = model.generate(PROMPT, 5, top_k=top_k, generator=generator)
+    assert torch.equal(draws[V], draws[None])
+    with pytest.raises(ValueError, match=rf"top_k must be in \[1, vocab_size={V}\], got {V + 1}"):
+        model.generate(PROMPT, 1, top_k=V + 1)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 2, 3), (2, 0)], ids=["no-sequence", "3-D", "empty"])
+def test_generate_refuses_a_prompt_that_is_not_b_by_t0(model, shape):
+    with pytest.raises(ValueError, match=r"the prompt must be \(B, T0\) token ids"):
+        model.generate(torch.zeros(shape, dtype=torch.long), 1, greedy=True)

@@ -74,3 +74,11 @@ def test_rejects_output_without_the_batch_axis():
         ValueError, match=re.escape("fn must return (B=2, T_out, ...), got shape (6, 24)")
     ):
         position_influence(lambda x: x.sum(dim=0), randn(B, T, C))
+
+
+def test_influence_of_a_one_position_sequence():
+    """T = 1: the only output position depends on the only input position."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(3, 4)
+    influence = position_influence(layer, torch.randn(2, 1, 3))
+    assert influence.shape == (1, 1) and influence.item() > 0
