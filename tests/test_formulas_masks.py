@@ -129,3 +129,21 @@ def test_unambiguous_masks_are_accepted_when_b_equals_t_q():
         [[[1, 1, 0], [1, 1, 0], [1, 1, 0]], [[1, 1, 1]] * 3, [[1, 0, 1], [0, 1, 1], [1, 1, 0]]]
     ).bool()[:, None]  # (B, 1, T_q, T_k)
     _attention_matches_pytorch(q, k, v, per_sequence)
+
+
+def test_an_ambiguous_mask_is_refused_for_a_long_batch_too():
+    """B == T_q == 300: past Python's shared small ints, B and T_q are equal values held in
+    distinct objects (from the tensors' shapes), and the rule compares the values."""
+    q = k = v = torch.zeros(300, 300, 1)  # (B, T, d_k)
+    padding_like = torch.ones(300, 300, dtype=torch.bool)
+    padding_like[1, 150:] = False  # as padding: sequence 1 has 150 real tokens
+    with pytest.raises(ValueError, match="ambiguous"):
+        scaled_dot_product_attention(q, k, v, mask=padding_like)
+
+
+def test_the_sequence_left_without_keys_is_named_when_heads_outnumber_sequences():
+    """Scores (B=2, h=3, T, T): the check groups by sequence, not by head."""
+    mask = torch.tensor([[True] * 4, [False] * 4])[:, None, None, :]  # (B, 1, 1, T_k)
+    with pytest.raises(ValueError, match=r"leaves sequence\(s\) \[1\] with no visible key"):
+        combine_masks(mask, None, (2, 3, 4, 4))
+    assert combine_masks(mask[:1], None, (1, 3, 4, 4)).all()  # the real sequence alone is fine
