@@ -87,3 +87,24 @@ def test_gqa_errors_name_the_argument():
         gqa()(torch.zeros(2, 3, 8))
     with pytest.raises(TypeError, match="qk_norm"):
         GroupedQueryAttention(D_MODEL, 4, qk_norm="yes")
+
+
+def test_an_explicit_d_k_frees_d_model_from_n_heads():
+    """Qwen3-style heads: d_k given, so d_model need not be a multiple of n_heads."""
+    attention = GroupedQueryAttention(10, 4, 2, d_k=8)
+    assert attention.w_q.weight.shape == (32, 10) and attention.w_k.weight.shape == (16, 10)
+    assert attention(torch.randn(1, 3, 10)).shape == (1, 3, 10)
+    with pytest.raises(ValueError, match="d_model=10 is not divisible by n_heads=4"):
+        GroupedQueryAttention(10, 4, 2)
+
+
+def test_project_starts_at_position_0_by_default():
+    """The prompt's first token is at position 0: project(x) rotates as offset=0 does, and a
+    later offset rotates differently."""
+    torch.manual_seed(0)
+    attention = GroupedQueryAttention(16, 4, 2, rotary_max_len=8)
+    x = torch.randn(1, 3, 16)
+    default, at_0, at_1 = attention.project(x), attention.project(x, 0), attention.project(x, 1)
+    for a, b in zip(default, at_0):
+        assert torch.equal(a, b)
+    assert not torch.allclose(default[0], at_1[0])

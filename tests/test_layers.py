@@ -130,3 +130,10 @@ def test_decoder_block_matches_transformer_encoder_layer():
         torch.testing.assert_close(block(x, need_weights=True), expected, rtol=0, atol=1e-5)
         # Without the causal mask the reference differs: the comparison can fail.
         assert not torch.allclose(reference(x), expected, atol=1e-3)
+
+
+def test_decoder_block_names_a_bad_d_ff_before_any_sublayer_is_built():
+    """d_ff is checked first, so two mistakes at once (d_ff = 0 and 5 heads for C = 24) name
+    d_ff, the block's own argument, rather than an error from inside MultiHeadAttention."""
+    with pytest.raises(ValueError, match=r"d_ff must be at least 1 \(the hidden width"):
+        DecoderBlock(24, 5, 0)

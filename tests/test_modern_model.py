@@ -31,6 +31,16 @@ def test_defaults_are_the_llama_recipe():
     assert isinstance(model.blocks[0].feed_forward, SwiGLUFeedForward)
     assert model.lm_head.weight is not model.token_embedding.weight  # untied
     assert not any(name.endswith("bias") for name, _ in model.named_parameters())
+    assert config.qk_norm is False and model.blocks[0].attention.q_norm is None  # Llama: none
+    assert model.blocks[0].attention.rotary is not None  # RoPE inside attention
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+def test_added_positions_leave_attention_unrotated(positional):
+    """Only RoPE rotates q and k; the added kinds go in at the embedding, once."""
+    model = ModernDecoder(ModernConfig(**SMALL, positional=positional))
+    assert all(block.attention.rotary is None for block in model.blocks)
+    assert not isinstance(model.position, torch.nn.Identity)
 
 
 def test_logits_shape_loss_at_init_and_hidden_states():
