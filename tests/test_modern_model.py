@@ -104,3 +104,14 @@ def test_compare_blocks_command_line_mistakes_exit_2(capsys):
             parse_args(argv)
         assert info.value.code == 2
     assert "--threads must be at least 1" in capsys.readouterr().err
+
+
+def test_hidden_states_keep_no_attention_weights_unless_asked():
+    """The fast path by default: no (B, h, T, T) weights kept; need_weights=True keeps them."""
+    model = ModernDecoder(ModernConfig(**SMALL)).eval()
+    ids = torch.tensor([[1, 2, 3]])
+    model.hidden_states(ids)
+    assert all(block.attention.attention_weights is None for block in model.blocks)
+    model.hidden_states(ids, need_weights=True)
+    weights = model.blocks[0].attention.attention_weights
+    assert weights is not None and weights.shape[-2:] == (3, 3)
