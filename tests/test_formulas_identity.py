@@ -22,6 +22,7 @@ from course_utils.positional import (
     additive_positions,
 )
 from course_utils.rmsnorm import RMSNorm
+from course_utils.rotary import RotaryEmbedding, apply_rotary_embedding
 from course_utils.training import train
 
 
@@ -36,6 +37,14 @@ def test_position_kinds_named_at_run_time():
     assert isinstance(additive_positions(kind, 8, 4), SinusoidalPositionalEncoding)
     assert isinstance(additive_positions(_runtime("learned"), 8, 4), LearnedPositionalEmbedding)
     assert isinstance(additive_positions(_runtime("rope"), 8, 4), torch.nn.Identity)
+
+
+def test_rotary_offset_past_256_positions():
+    """A token after 300 cached ones is rotated by its absolute position, 300."""
+    x = torch.randn(1, 2, 3, 8, dtype=torch.float64)
+    rotated = RotaryEmbedding(8, 400)(x, offset=300)
+    expected = apply_rotary_embedding(x, torch.arange(300, 303))
+    torch.testing.assert_close(rotated, expected)
 
 
 def test_rmsnorm_of_more_than_256_channels():

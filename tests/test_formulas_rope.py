@@ -80,3 +80,11 @@ def test_float32_input_stays_float32_and_close():
     assert rotated.dtype == torch.float32
     expected = reference_rotation(x.numpy(), np.arange(MAX_LEN, dtype=np.float64))
     assert np.abs(rotated.double().numpy() - expected).max() < 1e-5
+
+
+def test_a_table_of_one_position():
+    """max_len = 1 is legal: one token, rotated by angle 0 (the identity)."""
+    x = torch.randn(2, 1, 4)
+    torch.testing.assert_close(RotaryEmbedding(4, 1)(x), x)
+    with pytest.raises(ValueError, match="max_len"):
+        RotaryEmbedding(4, 1)(torch.randn(2, 2, 4))  # a second position does not fit
