@@ -366,7 +366,7 @@ def test_bad_inputs_raise_clear_errors():
         model.encode(src, src_key_padding_mask=(src != 0).long())
     with pytest.raises(ValueError, match="key_padding_mask marks no real token"):
         model.encode(src, src_key_padding_mask=src == 0)  # inverted: True = padding
-    with pytest.raises(ValueError, match="same batch size"):
+    with pytest.raises(ValueError, match="same batch size, got 2 and 3"):
         CrossAttention(C, H)(torch.randn(2, T_TGT, C), torch.randn(3, T_SRC, C))
     with pytest.raises(ValueError, match="src must be"):
         model.encode(src[0])
