@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # The variables of the course's Makefile that a user may set on the command line: every
 # `NAME ?= default` in it (VENV, PYTHON, TORCH, PORT, ARGS, WORK, TESTS, NBVAL, JOBS, CONFIG,
@@ -18,7 +21,7 @@ from pathlib import Path
 MAKEFILE_VARIABLES = tuple(
     re.findall(
         r"^([A-Z][A-Z0-9_]*) \?=",
-        (Path(__file__).resolve().parents[1] / "Makefile").read_text(),
+        (ROOT / "Makefile").read_text(),
         re.M,
     )
 )
@@ -29,3 +32,18 @@ def clean_make_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """``os.environ`` without the outer make's state and Makefile variables, plus ``extra``."""
     dropped = set(MAKEFILE_VARIABLES) | set(MAKE_STATE)
     return {**{k: v for k, v in os.environ.items() if k not in dropped}, **(extra or {})}
+
+
+def run_make(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess:
+    """``make --no-print-directory ARGS`` in ``cwd`` (the repository by default) with
+    :func:`clean_make_env`, output captured as text."""
+    return subprocess.run(
+        ["make", "--no-print-directory", *args],
+        cwd=cwd or ROOT,
+        env=clean_make_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

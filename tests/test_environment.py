@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from makefile_env import clean_make_env
+from makefile_env import run_make
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,19 +99,8 @@ def test_ci_runs_the_readme_test_command_with_strict_nbval():
 # --- the Makefile: setup, lab and test options ------------------------------------------------
 
 
-def _make(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["make", "--no-print-directory", *args],
-        cwd=cwd,
-        env=clean_make_env(env),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def _jupyter_line(*args: str) -> str:
-    result = _make("-n", "lab", *args)
+    result = run_make("-n", "lab", *args)
     assert result.returncode == 0, result.stderr
     (line,) = [x for x in result.stdout.splitlines() if "/bin/jupyter" in x]
     return " ".join(line.split())
@@ -131,7 +120,7 @@ def test_make_lab_passes_port_and_args():
 
 
 def _setup_commands(*args: str) -> str:
-    result = _make("-n", "setup", *args)
+    result = run_make("-n", "setup", *args)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -145,7 +134,7 @@ def test_torch_system_keeps_the_installed_torch_and_the_default_pins_it(tmp_path
     assert "--system-site-packages" in system
     assert f'-c "{venv}/constraints-without-torch.txt" -e' in system
     assert f"{venv}/.installed-torch-system" in system  # switching TORCH= re-runs setup
-    wrong = _make("-n", "setup", "TORCH=cuda")
+    wrong = run_make("-n", "setup", "TORCH=cuda")
     assert wrong.returncode != 0
     assert "TORCH=cuda: expected TORCH=pinned (the default) or TORCH=system" in wrong.stderr
     assert "make setup TORCH=system" in (ROOT / "README.md").read_text()
@@ -158,7 +147,7 @@ def test_a_half_built_venv_is_rebuilt_and_torch_system_sees_the_system_packages(
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     pip_version = [venv / "bin" / "python", "-m", "pip", "--version"]
     assert subprocess.run(pip_version, capture_output=True).returncode != 0  # "No module named pip"
-    result = _make("venv", f"VENV={venv}", "TORCH=system", f"PYTHON={sys.executable}")
+    result = run_make("venv", f"VENV={venv}", "TORCH=system", f"PYTHON={sys.executable}")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "half-built" in result.stdout
     subprocess.run(pip_version, check=True, capture_output=True)
@@ -180,7 +169,7 @@ def test_a_python_without_venv_support_gets_one_line_saying_what_to_install(tmp_
     )
     fake.chmod(0o755)
     venv = tmp_path / "v"
-    result = _make("venv", f"VENV={venv}", f"PYTHON={fake}")
+    result = run_make("venv", f"VENV={venv}", f"PYTHON={fake}")
     assert result.returncode != 0
     (line,) = result.stdout.strip().splitlines()
     assert "python3-venv" in line and "make setup again" in line and "deleted" in line
@@ -214,7 +203,7 @@ def test_make_test_works_from_a_path_with_spaces(tmp_path):
     notebook.cells = [cell]
     nbformat.write(notebook, probe / "probe.ipynb")
     env = {"PYTHONPATH": "", "VIRTUAL_ENV": ""}
-    result = _make(
+    result = run_make(
         "test", "TESTS=probe/test_probe.py", "NBVAL=probe/probe.ipynb", cwd=clone, env=env
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from makefile_env import clean_make_env
+from makefile_env import clean_make_env, run_make
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv"
@@ -46,22 +46,11 @@ SHIPPED_KERNEL = {
 }
 
 
-def _make(*args: str, env: dict | None = None, timeout: int = 300):
-    return subprocess.run(
-        ["make", "--no-print-directory", *args],
-        cwd=ROOT,
-        env=clean_make_env(env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 # --- the working copies -----------------------------------------------------------------------
 
 
 def test_make_lab_opens_the_working_copies_without_news():
-    result = _make("-n", "lab", "WORK=my work")
+    result = run_make("-n", "lab", "WORK=my work")
     assert result.returncode == 0, result.stderr
     (line,) = [x for x in result.stdout.splitlines() if "/bin/jupyter" in x]
     assert " lab " in line and "--LabApp.news_url=None" in line
@@ -73,7 +62,7 @@ def test_make_lab_opens_the_working_copies_without_news():
 def test_working_copies_are_made_once_and_never_overwritten(tmp_path):
     work = tmp_path / "my work"  # a space in the path, too
     committed = {p.name: p.read_bytes() for p in NOTEBOOKS}
-    first = _make("work", f"WORK={work}")
+    first = run_make("work", f"WORK={work}")
     assert first.returncode == 0, first.stderr
     assert sorted(p.name for p in work.iterdir()) == sorted(committed)
     assert all((work / name).read_bytes() == data for name, data in committed.items())
@@ -83,7 +72,7 @@ def test_working_copies_are_made_once_and_never_overwritten(tmp_path):
     edited, deleted = work / NOTEBOOKS[1].name, work / NOTEBOOKS[2].name
     edited.write_text('{"a student": "saved this"}')
     deleted.unlink()
-    second = _make("work", f"WORK={work}")
+    second = run_make("work", f"WORK={work}")
     assert second.returncode == 0, second.stderr
     assert edited.read_text() == '{"a student": "saved this"}', "a saved copy was overwritten"
     assert deleted.read_bytes() == committed[deleted.name], "a deleted copy comes back fresh"
@@ -114,7 +103,7 @@ def _scratch_venv(tmp_path: Path, with_kernel: bool) -> Path:
 
 def test_lab_config_renames_the_kernel_and_changes_nothing_else(tmp_path):
     venv = _scratch_venv(tmp_path, with_kernel=True)
-    result = _make("lab-config", f"VENV={venv}")
+    result = run_make("lab-config", f"VENV={venv}")
     assert result.returncode == 0, result.stdout + result.stderr
     spec = json.loads((venv / KERNEL_JSON).read_text())
     assert spec == {**SHIPPED_KERNEL, "display_name": COURSE_KERNEL}, "only the name changes"
@@ -123,14 +112,14 @@ def test_lab_config_renames_the_kernel_and_changes_nothing_else(tmp_path):
     assert settings == {"fetchNews": "false", "checkForUpdates": False}
     before = {p: p.stat().st_mtime_ns for p in (venv / KERNEL_JSON, venv / OVERRIDES)}
     time.sleep(0.05)
-    again = _make("lab-config", f"VENV={venv}")
+    again = run_make("lab-config", f"VENV={venv}")
     assert again.returncode == 0 and again.stdout == ""
     assert {p: p.stat().st_mtime_ns for p in before} == before, "a second run writes nothing"
 
 
 def test_lab_config_installs_the_kernel_when_the_venv_has_none(tmp_path):
     venv = _scratch_venv(tmp_path, with_kernel=False)
-    result = _make("lab-config", f"VENV={venv}")
+    result = run_make("lab-config", f"VENV={venv}")
     assert result.returncode == 0, result.stdout + result.stderr
     spec = json.loads((venv / KERNEL_JSON).read_text())
     assert spec["display_name"] == COURSE_KERNEL and "ipykernel_launcher" in spec["argv"]
@@ -149,7 +138,7 @@ def test_every_notebook_records_the_python3_kernel():
 @pytest.fixture(scope="module")
 def course_kernel():
     """The project's .venv with the course's kernel name, as make setup / make lab leave it."""
-    result = _make("lab-config")
+    result = run_make("lab-config")
     assert result.returncode == 0, result.stdout + result.stderr
     spec = json.loads((VENV / KERNEL_JSON).read_text())
     assert spec["display_name"] == COURSE_KERNEL

@@ -8,21 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from makefile_env import clean_make_env
+from makefile_env import run_make
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _make_venv(tmp_path: Path, python: str, path: str | None = None) -> subprocess.CompletedProcess:
     env = {"PATH": path} if path is not None else None
-    return subprocess.run(
-        ["make", "--no-print-directory", "venv", f"VENV={tmp_path / 'v'}", f"PYTHON={python}"],
-        cwd=ROOT,
-        env=clean_make_env(env),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_make("venv", f"VENV={tmp_path / 'v'}", f"PYTHON={python}", env=env)
 
 
 def _pyenv_shim(folder: Path) -> Path:

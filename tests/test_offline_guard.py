@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import network_guard
 import pytest
-from makefile_env import clean_make_env
+from makefile_env import run_make
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,14 +107,7 @@ def test_a_fresh_python_with_the_makefile_pythonpath_is_guarded():
 
 
 def test_the_makefile_runs_tests_and_notebooks_with_the_guard():
-    dry_run = subprocess.run(
-        ["make", "-n", "-o", ".venv/.installed", "test", "course"],
-        cwd=ROOT,
-        env=clean_make_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    dry_run = run_make("-n", "-o", ".venv/.installed", "test", "course", timeout=60)
     assert dry_run.returncode == 0, dry_run.stderr
     guards = (f"PYTHONPATH={OFFLINE}", f'PYTHONPATH="{OFFLINE}')  # the path may be quoted
     commands = [line for line in dry_run.stdout.splitlines() if "-m pytest" in line]
