@@ -14,6 +14,7 @@ the argument's name, what was expected, what was given, and the fix.
 * :func:`check_input_dtype` / :func:`check_last_axis`: the float input of a layer, in the
   weights' dtype (and, for a layer acting on channels, with the right last axis).
 * :func:`check_dropout_p`: a dropout probability in ``[0, 1)``.
+* :func:`check_float_dtype`: a floating ``torch.dtype`` for a table or a buffer.
 """
 
 from __future__ import annotations
@@ -344,6 +345,27 @@ def _check_available(device: torch.device, name: str) -> None:
                 f"{name}={str(device)!r} was requested but MPS (Apple's GPU) is not available "
                 "here; use 'cpu', or course_utils.lab.device.get_device() to pick what is here"
             )
+
+
+def check_float_dtype(dtype: object, name: str = "dtype", why: str = "") -> torch.dtype:
+    """``dtype`` if it is a floating ``torch.dtype`` (``torch.float32``, ...).
+
+    Raises:
+        TypeError: not a ``torch.dtype`` (a string such as ``"float32"``), or an integer or
+            bool dtype; ``why`` says what would go wrong.
+    """
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(
+            f"{name} must be a torch.dtype such as torch.float32, got {dtype!r} "
+            f"({type(dtype).__name__})"
+        )
+    if not dtype.is_floating_point:
+        reason = f": {why}" if why else ""
+        raise TypeError(
+            f"{name} must be a floating dtype (torch.float32, torch.float64, ...), got "
+            f"{dtype}{reason}"
+        )
+    return dtype
 
 
 def check_last_axis(

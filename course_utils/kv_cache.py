@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from course_utils.attention import merge_heads, split_heads
 from course_utils.checks import (
     as_id_tensor,
+    check_float_dtype,
     check_instance,
     check_int,
     check_tensor,
@@ -179,16 +180,10 @@ def cache_bytes(config, batch: int, length: int, dtype: torch.dtype = torch.floa
     """
     batch = check_int(batch, "batch", minimum=0)
     length = check_int(length, "length", minimum=0)
-    _check_float_dtype(dtype)
+    check_float_dtype(dtype)
     n_kv_heads = getattr(config, "n_kv_heads", None) or config.n_heads
     bytes_per_number = torch.empty(0, dtype=dtype).element_size()
     return 2 * config.n_layers * batch * length * n_kv_heads * config.d_k * bytes_per_number
-
-
-def _check_float_dtype(dtype: object) -> None:
-    """TypeError unless ``dtype`` is a float ``torch.dtype``."""
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a float torch.dtype such as torch.float32, got {dtype!r}")
 
 
 def _add_positions(model: TinyDecoder, x: torch.Tensor, start: int) -> torch.Tensor:

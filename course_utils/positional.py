@@ -12,8 +12,16 @@ import math
 import torch
 from torch import nn
 
-from course_utils.checks import check_choice, check_float, check_int, check_tensor
+from course_utils.checks import (
+    check_choice,
+    check_float,
+    check_float_dtype,
+    check_int,
+    check_tensor,
+)
 from course_utils.config import POSITIONAL_KINDS
+
+_TRUNCATED = "sines and cosines in [-1, 1] would be truncated to integers"
 
 
 def check_base(base: object) -> float:
@@ -21,22 +29,6 @@ def check_base(base: object) -> float:
     so base = 1 gives every pair the same frequency and base < 1 reverses the order."""
     why = "the longest wavelength is base * 2*pi positions; 10000 in the paper"
     return check_float(base, "base", 1.0, math.inf, low_open=True, high_open=True, why=why)
-
-
-def _check_float_dtype(dtype: object) -> torch.dtype:
-    """``dtype`` if it is a floating ``torch.dtype`` (an integer table would truncate every
-    sine and cosine to -1, 0 or 1)."""
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(
-            f"dtype must be a torch.dtype such as torch.float32, got {dtype!r} "
-            f"({type(dtype).__name__})"
-        )
-    if not dtype.is_floating_point:
-        raise TypeError(
-            f"dtype must be a floating dtype (torch.float32, torch.float64, ...), got {dtype}: "
-            "sines and cosines in [-1, 1] would be truncated to integers"
-        )
-    return dtype
 
 
 def sinusoidal_positional_encoding(
@@ -65,7 +57,7 @@ def sinusoidal_positional_encoding(
     max_len = check_int(max_len, "max_len", minimum=1, why="the longest sequence, in tokens")
     d_model = check_int(d_model, "d_model", minimum=1)
     base = check_base(base)
-    dtype = _check_float_dtype(dtype)
+    dtype = check_float_dtype(dtype, why=_TRUNCATED)
     _check_sin_cos_pairs(d_model)
     position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
     pair = torch.arange(d_model // 2, dtype=torch.float64)  # (C/2,)
@@ -194,7 +186,7 @@ def pe_shift_matrix(
     """
     k = check_float(k, "k", -math.inf, math.inf, low_open=True, high_open=True)
     d_model = check_int(d_model, "d_model")
-    base, dtype = check_base(base), _check_float_dtype(dtype)
+    base, dtype = check_base(base), check_float_dtype(dtype, why=_TRUNCATED)
     _check_sin_cos_pairs(d_model, must="positive and even")
     pair = torch.arange(d_model // 2, dtype=torch.float64)
     angle = k * base ** (-2.0 * pair / d_model)  # (C/2,)

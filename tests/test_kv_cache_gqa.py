@@ -66,6 +66,8 @@ def test_cache_bytes_errors():
     config = ModernConfig(vocab_size=30, block_size=16, d_model=24, n_heads=6, n_layers=1)
     with pytest.raises(TypeError, match="dtype"):
         cache_bytes(config, 1, 4, dtype="float32")
+    with pytest.raises(TypeError, match="dtype must be a floating dtype"):
+        cache_bytes(config, 1, 4, dtype=torch.int8)
     with pytest.raises(ValueError, match="length"):
         cache_bytes(config, 1, -1)
     assert cache_bytes(config, 1, 4, torch.bfloat16) == cache_bytes(config, 1, 4) // 2

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.checks import check_choice
+from course_utils.checks import check_choice, check_float_dtype
 from course_utils.config import ModelConfig, TrainConfig
 from course_utils.encoder_decoder import EncoderBlock, EncoderDecoder, EncoderDecoderConfig
 from course_utils.lab.device import get_device
@@ -260,3 +260,21 @@ def test_encoder_decoder_explicit_keywords_still_work():
     logits = model.decode(TGT, memory, SRC != 0, need_weights=True)
     fast = model.decode(TGT, model.encode(SRC), SRC != 0)
     assert torch.allclose(logits, fast, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "message"),
+    [
+        ("float32", r"dtype must be a torch.dtype such as torch.float32, got 'float32' \(str\)"),
+        (torch.int64, r"dtype must be a floating dtype .*, got torch.int64: tables"),
+        (torch.bool, r"dtype must be a floating dtype .*, got torch.bool: tables"),
+    ],
+)
+def test_check_float_dtype_refuses_names_and_integer_dtypes(dtype, message):
+    with pytest.raises(TypeError, match=message):
+        check_float_dtype(dtype, why="tables would be truncated")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_check_float_dtype_returns_float_dtypes(dtype):
+    assert check_float_dtype(dtype) is dtype

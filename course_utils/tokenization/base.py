@@ -41,10 +41,10 @@ def _as_vocab(vocab: object) -> list[str]:
     return vocab
 
 
-def _check_corpus(text: str) -> None:
-    """``text`` (the corpus a tokenizer is built from) is not empty."""
+def _check_corpus(text: str, use: str = "the tokenizer should cover") -> None:
+    """``text`` (the corpus a tokenizer is built or trained from, for ``use``) is not empty."""
     if not text:
-        raise ValueError("text is empty; pass the corpus the tokenizer should cover")
+        raise ValueError(f"text is empty; pass the corpus {use}")
 
 
 class _TableTokenizer:

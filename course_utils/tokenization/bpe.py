@@ -12,7 +12,7 @@ import torch
 from tiktoken_ext import openai_public
 
 from course_utils.checks import check_int, check_text
-from course_utils.tokenization.base import _ids_in_range
+from course_utils.tokenization.base import _check_corpus, _ids_in_range
 from course_utils.tokenization.ranks import NEVER, merges_from_ranks, ranks_from_vocab
 
 #: GPT-2's pre-tokenisation pattern (tiktoken's ``r50k_pat_str``): an optional space plus a run
@@ -278,7 +278,7 @@ class BytePairTokenizer:
                 a valid regular expression.
         """
         check_text(text, "text")
-        cls._check_corpus(text)
+        _check_corpus(text, "to learn the merges from")
         vocab_size = check_int(
             vocab_size, "vocab_size", minimum=256, why="the 256 bytes come first"
         )
@@ -298,12 +298,6 @@ class BytePairTokenizer:
         tokenizer = cls(merges, pat_str)
         tokenizer.merge_counts = merge_counts
         return tokenizer
-
-    @staticmethod
-    def _check_corpus(text: str) -> None:
-        """``text``, the training corpus, is not empty."""
-        if not text:
-            raise ValueError("text is empty; pass the corpus to learn the merges from")
 
     @classmethod
     def from_ranks(cls, mergeable_ranks: dict[bytes, int], pat_str: str) -> BytePairTokenizer:
