@@ -8,6 +8,8 @@ answer, so a notebook with an unfinished exercise still runs to the end; they re
 """
 
 from course_utils.exercises.core import compare, expect_error, run_check
+from course_utils.exercises.difference import Tolerance, difference
+from course_utils.exercises.judge import Case, judge
 from course_utils.exercises.nb01_tokenization import (
     check_count_pairs,
     check_join_documents,
@@ -58,6 +60,10 @@ from course_utils.exercises.nb14_encoder_decoder import (
 )
 
 __all__ = [
+    "Case",
+    "Tolerance",
+    "difference",
+    "judge",
     "compare",
     "expect_error",
     "run_check",

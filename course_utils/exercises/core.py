@@ -6,6 +6,12 @@ reference, and prints one clear line: a tick when it matches, otherwise what dif
 type, the shape, or the largest deviation and where it is). Checkers never raise on a wrong
 answer, so a notebook with an unfinished exercise still runs to the end; they return
 ``True`` or ``False``.
+
+New checkers are written with :func:`course_utils.exercises.judge.judge` (its module docstring
+is the whole API): the learner's function is run on many cases beside a reference and a
+catalogue of named mistakes, and :func:`course_utils.exercises.difference.difference` says
+where an unnamed difference lies. :func:`compare` and :func:`run_check` below are the older,
+smaller pair, kept for the checkers written with them.
 """
 
 from __future__ import annotations
