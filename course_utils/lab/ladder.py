@@ -1,0 +1,211 @@
+"""The loss ladder: what each part of the decoder buys, one validation loss per part.
+
+From notebook 00 to 12 the learner's model grows a part at a time (a bigram table; an
+embedding; + one self-attention head; + heads; + the residual path and LayerNorm; + the
+feed-forward network; the blocks stacked; the full run). Each notebook that adds a part
+trains its model-so-far for a few seconds with :func:`train_briefly`, always with the same
+budget and data, and draws the running figure with :func:`show_ladder`: the rungs of the
+earlier notebooks, as ``make course`` last measured them (``assets/ladder/<key>.json``), and
+this notebook's rung, measured live. Karpathy's lecture keeps a part because the validation
+loss falls; the ladder shows the same thing across notebooks.
+
+The budget is fixed (:data:`LADDER`): Shakespeare's characters split as in notebook 12,
+windows of ``block_size`` 32, batches of 32, AdamW at 3e-3 for 400 steps, on the CPU (a
+GPU would change the numbers in the last digits, and the rungs must be comparable), and the
+validation loss is the mean cross-entropy (nats per character) over 64 fixed validation
+windows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_utils.checks import check_instance, check_int
+from course_utils.data import get_batch, load_shakespeare, train_val_split
+from course_utils.tokenization import CharTokenizer
+
+LADDER_DIR = Path(__file__).resolve().parents[2] / "assets" / "ladder"
+#: Set to 1 by ``make course``: :func:`show_ladder` then writes this notebook's rung.
+WRITE_ENV = "COURSE_WRITE_LADDER"
+
+
+@dataclass(frozen=True)
+class LadderBudget:
+    """The one training budget every rung gets (see the module docstring)."""
+
+    block_size: int = 32
+    batch_size: int = 32
+    steps: int = 400
+    lr: float = 3e-3
+    val_windows: int = 64
+    seed: int = 0
+
+
+LADDER = LadderBudget()
+
+
+@dataclass(frozen=True)
+class LadderData:
+    """What a notebook needs to size its model-so-far: the tokenizer, the two splits (1-D int64
+    token ids), ``vocab_size`` and the ladder's ``block_size``."""
+
+    tokenizer: CharTokenizer
+    train: torch.Tensor
+    val: torch.Tensor
+    vocab_size: int
+    block_size: int
+
+
+@lru_cache(maxsize=1)
+def ladder_data() -> LadderData:
+    """Shakespeare's characters, encoded and split 90 / 10 as in notebook 12 (cached)."""
+    text = load_shakespeare()
+    tokenizer = CharTokenizer.from_text(text)
+    train, val = train_val_split(torch.tensor(tokenizer.encode(text), dtype=torch.long))
+    return LadderData(tokenizer, train, val, len(tokenizer.vocab), LADDER.block_size)
+
+
+def train_briefly(model: nn.Module, *, steps: int | None = None, seed: int = LADDER.seed) -> float:
+    """Train ``model`` with the ladder's budget on the CPU and return its validation loss.
+
+    Args:
+        model: maps ids ``(B, T)`` int64 to logits ``(B, T, V)``, or to ``(logits, loss)``
+            (the first element is used; the loss is recomputed here).
+        steps: optimizer steps; default ``LADDER.steps`` (400). Rungs use the default.
+        seed: seeds the training windows (the model's initial weights are the caller's).
+
+    Returns:
+        The mean cross-entropy in nats per character over ``LADDER.val_windows`` fixed
+        validation windows, after training. The model is left trained, in eval mode, on the CPU.
+
+    Raises:
+        TypeError: ``model`` is not an ``nn.Module``; steps or seed not an int.
+        ValueError: ``steps < 1``; logits of the wrong shape (the message gives both shapes).
+    """
+    check_instance(model, "model", nn.Module, "pass the model itself, e.g. train_briefly(model)")
+    steps = check_int(LADDER.steps if steps is None else steps, "steps", minimum=1)
+    seed = check_int(seed, "seed")
+    data = ladder_data()
+    model.to("cpu").train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LADDER.lr)
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x, y = get_batch(data.train, LADDER.block_size, LADDER.batch_size, generator)
+        loss = _loss(model, x, y, data.vocab_size)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return validation_loss(model)
+
+
+@torch.no_grad()
+def validation_loss(model: nn.Module) -> float:
+    """The ladder's validation loss of ``model`` (nats per character), in eval mode."""
+    data = ladder_data()
+    model.eval()
+    generator = torch.Generator().manual_seed(1234)  # the same windows for every rung
+    x, y = get_batch(data.val, LADDER.block_size, LADDER.val_windows, generator)
+    return _loss(model, x, y, data.vocab_size).item()
+
+
+def _loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    out = model(x)
+    logits = out[0] if isinstance(out, tuple) else out
+    _check_logits(logits, x, vocab_size)
+    return F.cross_entropy(logits.reshape(-1, vocab_size).float(), y.reshape(-1))
+
+
+def _check_logits(logits: object, x: torch.Tensor, vocab_size: int) -> None:
+    expected = (*x.shape, vocab_size)
+    if not isinstance(logits, torch.Tensor) or tuple(logits.shape) != expected:
+        got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(
+            f"the model's forward(ids) must return logits of shape (B, T, vocab_size) = "
+            f"{expected} (or a tuple starting with them), got {got}; check the LM head's "
+            "output width and that forward returns the logits"
+        )
+
+
+def recorded_rungs() -> dict[str, dict]:
+    """Every committed rung, ``{key: {"label", "val_loss", ...}}``, in key order."""
+    rungs = {}
+    for path in sorted(LADDER_DIR.glob("*.json")):
+        rungs[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+    return rungs
+
+
+def show_ladder(key: str, label: str, val_loss: float) -> plt.Figure:
+    """Print this notebook's rung and draw the ladder: earlier rungs (committed) and this one.
+
+    Args:
+        key: ``"NN-name"``, NN the notebook that adds the part (e.g. ``"07-one-head"``);
+            rungs are drawn in key order, those after ``key`` are left out.
+        label: what the part adds, e.g. ``"+ one self-attention head"``.
+        val_loss: this rung's validation loss, from :func:`train_briefly` (or a longer run).
+
+    Returns:
+        The figure (also shown inline).
+
+    Raises:
+        TypeError / ValueError: a key or label that is not a str, a key not of the form
+            ``"NN-name"``, or a val_loss that is not a finite number.
+    """
+    key, label, val_loss = _check_rung(key, label, val_loss)
+    rungs = {k: r for k, r in recorded_rungs().items() if k < key}
+    rungs[key] = {"label": label, "val_loss": val_loss}
+    if os.environ.get(WRITE_ENV) == "1":
+        _write_rung(key, label, val_loss)
+    print(f"{label}: validation loss {val_loss:.3f} nats/char (ln V = {_ln_vocab():.3f})")
+    return _draw(rungs, key)
+
+
+def _check_rung(key: object, label: object, val_loss: object) -> tuple[str, str, float]:
+    if not isinstance(key, str) or len(key) < 4 or not key[:2].isdigit() or key[2] != "-":
+        raise ValueError(f"key must be 'NN-name' (e.g. '07-one-head'), got {key!r}")
+    if not isinstance(label, str):
+        raise TypeError(f"label must be a str, got {type(label).__name__}")
+    if isinstance(val_loss, bool) or not isinstance(val_loss, (int, float)):
+        raise TypeError(f"val_loss must be a number (a float), got {type(val_loss).__name__}")
+    if not math.isfinite(val_loss):
+        raise ValueError(f"val_loss must be finite, got {val_loss}; did training diverge?")
+    return key, label, float(val_loss)
+
+
+def _write_rung(key: str, label: str, val_loss: float) -> None:
+    LADDER_DIR.mkdir(parents=True, exist_ok=True)
+    record = {"label": label, "val_loss": round(val_loss, 4), "notebook": key[:2]}
+    (LADDER_DIR / f"{key}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
+def _ln_vocab() -> float:
+    return math.log(ladder_data().vocab_size)
+
+
+def _draw(rungs: dict[str, dict], current: str) -> plt.Figure:
+    keys = list(rungs)
+    losses = [rungs[k]["val_loss"] for k in keys]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(keys) + 1.6))
+    colors = ["tab:orange" if k == current else "tab:blue" for k in keys]
+    ax.barh(range(len(keys)), losses, color=colors)
+    for i, loss in enumerate(losses):
+        ax.text(loss + 0.02, i, f"{loss:.3f}", va="center", fontsize=9)
+    ax.set_yticks(range(len(keys)), [f"{k[:2]}  {rungs[k]['label']}" for k in keys])
+    ax.invert_yaxis()
+    ax.axvline(_ln_vocab(), color="gray", linestyle="--", linewidth=1)
+    ax.text(_ln_vocab(), len(keys) - 0.4, " ln V (uniform guess)", color="gray", fontsize=9)
+    ax.set_xlim(0, _ln_vocab() * 1.25)
+    ax.set_xlabel("validation loss (nats per character), lower is better")
+    ax.set_title("The loss ladder: what each part buys (orange: this notebook, live)")
+    fig.tight_layout()
+    plt.show()
+    return fig

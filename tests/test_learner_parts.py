@@ -1,0 +1,157 @@
+"""The learner's decoder: the course's solution equals TinyDecoder, parts are saved and
+assembled (the learner's own or the course's solution), a faulty part is named and replaced,
+and every notebook's solution cell is the solution file's source."""
+
+import ast
+import json
+import linecache
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_utils.config import ModelConfig
+from course_utils.exercises import solution_model
+from course_utils.lab import parts
+from course_utils.model import TinyDecoder
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    monkeypatch.setenv(parts.FOLDER_ENV, str(tmp_path / "my_model"))
+    return tmp_path / "my_model"
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        dict(vocab_size=11, block_size=8, d_model=24, n_heads=3, n_layers=2),
+        dict(vocab_size=84, block_size=5, d_model=16, n_heads=1, n_layers=1, d_ff=20),
+    ],
+)
+def test_solution_decoder_equals_tiny_decoder_with_copied_weights(sizes):
+    torch.manual_seed(0)
+    tiny = TinyDecoder(ModelConfig(**sizes, positional="learned", dropout=0.0)).eval()
+    mine = solution_model.Decoder(**{**sizes, "d_ff": tiny.config.d_ff})
+    mine.load_state_dict(tiny.state_dict())  # same attribute names: strict load
+    ids = torch.randint(0, sizes["vocab_size"], (3, sizes["block_size"]))
+    targets = torch.randint(0, sizes["vocab_size"], ids.shape)
+    logits, loss = mine(ids, targets)
+    expected, expected_loss = tiny(ids, targets)
+    torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(loss, expected_loss, atol=1e-6, rtol=1e-6)
+    # and it is a language model: changing a later token leaves earlier logits alone
+    changed = ids.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % sizes["vocab_size"]
+    torch.testing.assert_close(mine(changed)[0][:, :-1], logits[:, :-1])
+
+
+def test_without_saved_parts_every_part_is_the_solution(folder, capsys):
+    module = parts.my_model()
+    out = capsys.readouterr().out
+    assert out.count("the course's solution") == len(parts.PARTS)
+    assert (folder / "my_model.py").is_file()
+    for name in parts.PARTS:
+        assert hasattr(module, name)
+
+
+def _define(source: str, name: str, filename: str):
+    """Run ``source`` as a notebook cell would (its lines in linecache), return ``name``."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"__name__": "__main__", "torch": torch, "nn": torch.nn}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace[name]
+
+
+RIGHT_SPLIT = """
+def split_heads(x, n_heads):
+    B, T, C = x.shape
+    return x.reshape(B, T, n_heads, C // n_heads).permute(0, 2, 1, 3)
+"""
+
+WRONG_LAYER_NORM = """
+class LayerNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        centred = x - x.mean(-1, keepdim=True)
+        return self.weight * centred / (x.std(-1, keepdim=True) + self.eps) + self.bias
+"""
+
+
+def test_saved_parts_are_used_and_a_faulty_one_is_named_and_replaced(folder, capsys):
+    split = _define(RIGHT_SPLIT, "split_heads", "<cell-1>")
+    norm = _define(WRONG_LAYER_NORM, "LayerNorm", "<cell-2>")  # a class: found via its methods
+    assert parts.save_part(split) == folder / "split_heads.py"
+    assert parts.save_part(norm) == folder / "LayerNorm.py"
+    assert "x.std(-1" in (folder / "LayerNorm.py").read_text()
+    module = parts.my_model()
+    out = capsys.readouterr().out
+    assert "split_heads         notebook 04: yours" in out
+    assert "LayerNorm           notebook 09: yours" in out
+    assert "LayerNorm: yours gives other logits once assembled; using the course's solution" in out
+    assembled = (folder / "my_model.py").read_text()
+    assert "permute(0, 2, 1, 3)" in assembled  # the learner's split_heads kept
+    assert "x.std(-1" not in assembled  # the faulty LayerNorm replaced
+    torch.manual_seed(0)
+    reference = solution_model.Decoder(11, 8, 24, 3, 2, 96)
+    mine = module.Decoder(11, 8, 24, 3, 2, 96)
+    mine.load_state_dict(reference.state_dict())
+    ids = torch.randint(0, 11, (2, 8))
+    torch.testing.assert_close(mine(ids)[0], reference(ids)[0])
+
+
+def test_a_part_that_does_not_load_is_named(folder, capsys):
+    (folder).mkdir(parents=True)
+    (folder / "FeedForward.py").write_text("class FeedForward(nn.Module):\n    def __init__(self\n")
+    parts.my_model()
+    assert "FeedForward: yours fails to load (SyntaxError" in capsys.readouterr().out
+
+
+def test_my_parts_returns_the_asked_parts_and_refuses_unknown_names(folder, capsys):
+    parts.save_part(_define(RIGHT_SPLIT, "split_heads", "<cell-3>"))
+    split, attend = parts.my_parts("split_heads", "attention")
+    out = capsys.readouterr().out
+    assert "split_heads (notebook 04): yours" in out
+    assert "attention (notebook 07): the course's solution" in out
+    x = torch.randn(2, 5, 12)
+    torch.testing.assert_close(split(x, 3), solution_model.split_heads(x, 3))
+    with pytest.raises(ValueError, match=r"unknown|needs part names.*'split_head'"):
+        parts.my_parts("split_head")
+
+
+def test_save_part_ignores_what_is_not_a_part_and_never_raises(folder, capsys):
+    assert parts.save_part(len) is None
+    assert parts.save_part(42) is None
+    orphan = type("Block", (), {})  # a part's name, but no source anywhere
+    assert parts.save_part(orphan) is None
+    assert "could not be saved" in capsys.readouterr().out
+
+
+def _solution_cells(notebook: Path) -> dict[str, str]:
+    """{part name: its def/class source} from the notebook's "# Solution" cells."""
+    found = {}
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code" or not source.startswith("# Solution"):
+            continue
+        for node in ast.parse(source).body:
+            name = getattr(node, "name", None)
+            if name in parts.PARTS:
+                found[name] = ast.get_source_segment(source, node)
+    return found
+
+
+@pytest.mark.parametrize("name", list(parts.PARTS))
+def test_each_part_has_a_solution_cell_equal_to_the_solution_file(name):
+    [notebook] = NOTEBOOKS.glob(f"{parts.PARTS[name]}_*.ipynb")
+    cells = _solution_cells(notebook)
+    assert name in cells, f"{notebook.name} has no '# Solution' cell defining {name}"
+    assert textwrap.dedent(cells[name]).strip() == parts.solution_source(name).strip()
