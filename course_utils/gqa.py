@@ -24,6 +24,8 @@ n_heads``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -37,12 +39,13 @@ from course_utils.attention import (
 from course_utils.checks import (
     check_bool,
     check_dropout_p,
+    check_float,
     check_input_dtype,
     check_int,
     check_tensor,
 )
 from course_utils.rmsnorm import RMSNorm
-from course_utils.rotary import RotaryEmbedding
+from course_utils.rotary import RotaryEmbedding, check_angle_dtype
 
 
 def expand_kv_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -61,6 +64,14 @@ def expand_kv_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     n_heads = _check_expand(x, n_heads)
     # (B, g, T, d_k) -> (B, g * group, T, d_k): k0 k0 k1 k1, not k0 k1 k0 k1
     return x.repeat_interleave(n_heads // x.shape[1], dim=1)
+
+
+def _check_scale(scale: object, d_k: int) -> float:
+    """``scale`` as a float > 0 (None: ``1 / sqrt(d_k)``, Vaswani et al. 2017, Eq. 1)."""
+    if scale is None:
+        return 1 / math.sqrt(d_k)
+    why = "the factor on q . k; None: 1 / sqrt(d_k); GPT-2's scale_attn_weights=False: 1.0"
+    return check_float(scale, "scale", 0.0, math.inf, low_open=True, high_open=True, why=why)
 
 
 def _check_expand(x: object, n_heads: object) -> int:
@@ -102,6 +113,11 @@ class GroupedQueryAttention(nn.Module):
         rope_base: RoPE's base (Su et al. 2021: 10000; Qwen3: 1000000).
         norm_eps: eps of the QK-norm.
         dropout: dropout on the attention weights and on the output (training only).
+        scale: the factor on the scores ``q . k`` (None: ``1 / sqrt(d_k)``; GPT-2 can
+            switch it off, ``1.0``, or divide it by the layer's number).
+        rope_angle_dtype: the precision of RoPE's angles: ``torch.float64`` (exact) or
+            ``torch.float32`` (``transformers``' arithmetic, see
+            :func:`~course_utils.rotary.rotary_angles`).
 
     Shapes: x ``(B, T, C)`` -> q ``(B, h, T, d_k)``, k and v ``(B, n_kv_heads, T, d_k)`` ->
     ``(B, T, C)``.
@@ -110,7 +126,9 @@ class GroupedQueryAttention(nn.Module):
         TypeError: a size that is not an int, a flag that is not a bool; x not a float tensor
             of the weights' dtype.
         ValueError: a size below 1, ``n_heads`` not a multiple of ``n_kv_heads``, odd ``d_k``
-            with RoPE, dropout outside ``[0, 1)``; x not ``(B, T, d_model)``.
+            with RoPE, dropout outside ``[0, 1)``, ``norm_eps`` or ``scale`` not > 0,
+            ``rope_base <= 1``; x not ``(B, T, d_model)`` (any B, 0 included), or longer than
+            ``rotary_max_len``.
     """
 
     def __init__(
@@ -126,26 +144,60 @@ class GroupedQueryAttention(nn.Module):
         rope_base: float = 10000.0,
         norm_eps: float = 1e-6,
         dropout: float = 0.0,
+        scale: float | None = None,
+        rope_angle_dtype: torch.dtype = torch.float64,
     ):
         super().__init__()
         d_model, n_heads = check_int(d_model, "d_model", minimum=1), check_int(n_heads, "n_heads")
         n_kv_heads = n_heads if n_kv_heads is None else check_int(n_kv_heads, "n_kv_heads")
         self._check_heads(d_model, n_heads, n_kv_heads, d_k)
+        d_k_given = d_k is not None
         d_k = d_model // n_heads if d_k is None else check_int(d_k, "d_k", minimum=1)
         bias, qk_norm = check_bool(bias, "bias"), check_bool(qk_norm, "qk_norm")
         self.d_model, self.n_heads, self.n_kv_heads, self.d_k = d_model, n_heads, n_kv_heads, d_k
         self.dropout = check_dropout_p(dropout, "dropout")
+        self.scale = _check_scale(scale, d_k)
+        norm_eps = check_float(norm_eps, "norm_eps", 0.0, math.inf, low_open=True, high_open=True)
         self.w_q = nn.Linear(d_model, n_heads * d_k, bias=bias)
         self.w_k = nn.Linear(d_model, n_kv_heads * d_k, bias=bias)  # fewer heads: smaller
         self.w_v = nn.Linear(d_model, n_kv_heads * d_k, bias=bias)
         self.w_o = nn.Linear(n_heads * d_k, d_model, bias=bias)
         self.q_norm = RMSNorm(d_k, norm_eps) if qk_norm else None
         self.k_norm = RMSNorm(d_k, norm_eps) if qk_norm else None
-        self.rotary = None
-        if rotary_max_len is not None:
-            self.rotary = RotaryEmbedding(d_k, rotary_max_len, base=rope_base)
+        self.rotary = self._make_rotary(rotary_max_len, rope_base, rope_angle_dtype, d_k_given)
         self.output_dropout = nn.Dropout(self.dropout)
         self.attention_weights: torch.Tensor | None = None
+
+    def _make_rotary(
+        self, max_len: object, base: object, angle_dtype: object, d_k_given: bool
+    ) -> RotaryEmbedding | None:
+        """RoPE for ``rotary_max_len`` positions (None: no RoPE)."""
+        if max_len is None:
+            return None
+        max_len, base, angle_dtype = self._check_rotary(max_len, base, angle_dtype, d_k_given)
+        return RotaryEmbedding(self.d_k, max_len, base=base, angle_dtype=angle_dtype)
+
+    def _check_rotary(self, max_len: object, base: object, angle_dtype: object, d_k_given: bool):
+        """RoPE's arguments under the names this class takes (``rotary_max_len``,
+        ``rope_base``, ``rope_angle_dtype``), and an even ``d_k``, with the arithmetic that
+        gave it."""
+        why = "the longest sequence, in tokens (None: no RoPE)"
+        max_len = check_int(max_len, "rotary_max_len", minimum=1, why=why)
+        why = "the longest wavelength is rope_base * 2*pi positions; Llama: 10000"
+        base = check_float(base, "rope_base", 1.0, math.inf, low_open=True, high_open=True, why=why)
+        angle_dtype = check_angle_dtype(angle_dtype, "rope_angle_dtype")
+        if self.d_k % 2 and d_k_given:
+            raise ValueError(
+                f"RoPE rotates channel pairs: d_k must be even, got d_k={self.d_k}; pass an "
+                f"even d_k (e.g. {self.d_k + 1})"
+            )
+        if self.d_k % 2:
+            raise ValueError(
+                f"RoPE rotates channel pairs: d_k must be even, got d_k = d_model / n_heads = "
+                f"{self.d_model} / {self.n_heads} = {self.d_k}; change n_heads or d_model, or "
+                "pass an even d_k"
+            )
+        return max_len, base, angle_dtype
 
     @staticmethod
     def _check_heads(d_model: int, n_heads: int, n_kv_heads: int, d_k: object) -> None:
@@ -169,9 +221,16 @@ class GroupedQueryAttention(nn.Module):
             offset: the position of the first token (the KV cache's length).
 
         Returns:
-            ``(q, k, v)``: ``(B, h, T, d_k)``, ``(B, n_kv_heads, T, d_k)`` twice.
+            ``(q, k, v)``: ``(B, h, T, d_k)``, ``(B, n_kv_heads, T, d_k)`` twice. With a
+            ``scale`` other than ``1/sqrt(d_k)``, q comes multiplied by ``scale * sqrt(d_k)``,
+            so that every consumer's ``q k^T / sqrt(d_k)`` (this class, the KV cache) gives
+            ``scale * q k^T``.
+
+        Raises:
+            TypeError, ValueError: ``x`` as in :meth:`forward`; ``offset`` not an int >= 0, or
+                ``offset + T > rotary_max_len``.
         """
-        self._check_project(x)
+        offset = self._check_project(x, offset)
         q = split_heads(self.w_q(x), self.n_heads)  # (B, T, h*d_k) -> (B, h, T, d_k)
         k = split_heads(self.w_k(x), self.n_kv_heads)  # (B, T, g*d_k) -> (B, g, T, d_k)
         v = split_heads(self.w_v(x), self.n_kv_heads)  # (B, T, g*d_k) -> (B, g, T, d_k)
@@ -179,16 +238,26 @@ class GroupedQueryAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
             q, k = self.rotary(q, offset=offset), self.rotary(k, offset=offset)
+        if self.scale != 1 / math.sqrt(self.d_k):  # consumers divide by sqrt(d_k): undo it
+            q = q * (self.scale * math.sqrt(self.d_k))
         return q, k, v
 
-    def _check_project(self, x: object) -> None:
-        """Raise unless ``x`` is float ``(B, T, d_model)`` of the weights' dtype."""
+    def _check_project(self, x: object, offset: object) -> int:
+        """``offset`` as an int, if ``x`` is float ``(B, T, d_model)`` of the weights' dtype and
+        positions ``offset .. offset + T - 1`` fit RoPE's ``rotary_max_len``."""
         check_tensor(x, "x", f"float (B, T, d_model={self.d_model})")
         if x.ndim != 3 or x.shape[-1] != self.d_model:
             raise ValueError(
                 f"expected x of shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}"
             )
         check_input_dtype(x, self.w_q.weight)
+        offset = check_int(offset, "offset", minimum=0, why="the number of earlier tokens")
+        if self.rotary is not None and offset + x.shape[1] > self.rotary.max_len:
+            raise ValueError(
+                f"T={x.shape[1]} tokens at offset={offset} exceed rotary_max_len="
+                f"{self.rotary.max_len}; crop the context to rotary_max_len tokens"
+            )
+        return offset
 
     def forward(self, x: torch.Tensor, need_weights: bool = False) -> torch.Tensor:
         """Causal self-attention ``(B, T, C)`` -> ``(B, T, C)``.
@@ -204,16 +273,26 @@ class GroupedQueryAttention(nn.Module):
         q, k, v = self.project(x)
         dropout_p = self.dropout if self.training else 0.0
         if need_weights:
-            k = expand_kv_heads(k, self.n_heads)  # (B, g, T, d_k) -> (B, h, T, d_k)
-            v = expand_kv_heads(v, self.n_heads)  # (B, g, T, d_k) -> (B, h, T, d_k)
-            mask = causal_mask(x.shape[1], x.device)  # (T, T), True = may attend
-            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
-            self.attention_weights = weights.detach()
+            out = self._teaching_path(q, k, v, dropout_p)
         else:  # the kernel shares each key head with its group: no copy
             out = F.scaled_dot_product_attention(
                 q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=True
             )
         return self.output_dropout(self.w_o(merge_heads(out)))  # (B, h, T, d_k) -> (B, T, C)
+
+    def _teaching_path(self, q, k, v, dropout_p: float) -> torch.Tensor:
+        """Expanded key and value heads, then the course's explicit attention; keeps the
+        weights ``(B, h, T, T)``. Returns ``(B, h, T, d_k)``."""
+        k = expand_kv_heads(k, self.n_heads)  # (B, g, T, d_k) -> (B, h, T, d_k)
+        v = expand_kv_heads(v, self.n_heads)  # (B, g, T, d_k) -> (B, h, T, d_k)
+        length = q.shape[2]
+        if q.shape[0] == 0:  # an empty batch: nothing to attend (the mask checks need a row)
+            self.attention_weights = q.new_zeros(0, self.n_heads, length, length)
+            return q.new_zeros(q.shape)
+        mask = causal_mask(length, q.device)  # (T, T), True = may attend
+        out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        self.attention_weights = weights.detach()
+        return out
 
     def extra_repr(self) -> str:
         return (

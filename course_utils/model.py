@@ -24,6 +24,17 @@ from course_utils.sampling import _draw
 IGNORE_INDEX = -100
 
 
+def _check_plain_config(config: ModelConfig) -> None:
+    """TypeError for a subclass of ModelConfig (ModernConfig): its switches (n_kv_heads,
+    qk_norm, norm, ...) would be ignored by TinyDecoder without a word."""
+    if type(config) is not ModelConfig:
+        raise TypeError(
+            f"TinyDecoder takes a plain ModelConfig, got {type(config).__name__}, whose "
+            "switches (n_kv_heads, qk_norm, norm, feed_forward, ...) TinyDecoder does not "
+            f"implement; build ModernDecoder(config) for a {type(config).__name__}"
+        )
+
+
 class TinyDecoder(nn.Module):
     """Token embedding -> positions -> n_layers pre-LN blocks -> final LayerNorm -> LM head.
 
@@ -51,7 +62,8 @@ class TinyDecoder(nn.Module):
         ids ``(B, T)`` int64 with ``T <= block_size`` -> logits ``(B, T, vocab_size)``.
 
     Raises:
-        TypeError: ``config`` is not a ModelConfig (a dict: ``ModelConfig(**d)``).
+        TypeError: ``config`` is not a ModelConfig (a dict: ``ModelConfig(**d)``), or is a
+            ModernConfig (build :class:`~course_utils.modern_model.ModernDecoder`).
     """
 
     def __init__(self, config: ModelConfig):
@@ -59,6 +71,7 @@ class TinyDecoder(nn.Module):
         self.config = check_instance(
             config, "config", ModelConfig, "build it with ModelConfig(**settings)"
         )
+        _check_plain_config(config)
         self.token_embedding = TokenEmbedding(config.vocab_size, config.d_model)
         # sinusoidal or learned: a table added to the embeddings; rope: nn.Identity (nothing is
         # added; attention rotates q and k)

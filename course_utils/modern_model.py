@@ -38,6 +38,7 @@ from course_utils.rmsnorm import RMSNorm
 from course_utils.swiglu import SwiGLUFeedForward, swiglu_hidden_width
 
 NORMS = ("rmsnorm", "layernorm")
+ANGLE_DTYPES = ("float64", "float32")
 FEED_FORWARDS = ("swiglu", "gelu", "gelu_tanh")
 
 
@@ -51,16 +52,29 @@ class ModernConfig(ModelConfig):
         norm: ``"rmsnorm"`` (Llama, Qwen3) or ``"layernorm"`` (GPT-2).
         feed_forward: ``"swiglu"`` (Llama, Qwen3), ``"gelu_tanh"`` (GPT-2) or ``"gelu"``.
             With ``d_ff=None``, SwiGLU gets ``swiglu_hidden_width(4 * d_model)``.
-        bias: biases in every projection (GPT-2: True; Llama, Qwen3: False).
+        bias: biases in the attention projections, and in the MLP unless ``mlp_bias`` says
+            otherwise (GPT-2: True; Llama, Qwen3: False; ``attention_bias`` in transformers).
+        mlp_bias: biases in the feed-forward projections (None: as ``bias``; Llama's
+            ``mlp_bias``). GPT-2's MLP (``feed_forward="gelu"`` or ``"gelu_tanh"``) always has them.
         qk_norm: RMSNorm on each query and key head (Qwen3).
         tie_embeddings: the LM head shares the embedding matrix (GPT-2) or has its own.
         norm_eps: eps of every norm (Llama, Qwen3: 1e-6; GPT-2: 1e-5).
         rope_base: RoPE's base (10000; Qwen3 uses 1000000).
+        rope_angle_dtype: ``"float64"`` (RoPE's angles exact, then rounded once) or
+            ``"float32"`` (``transformers``' arithmetic, used by models converted from it:
+            :func:`course_utils.rotary.rotary_angles`).
+        scale_scores: divide the scores by ``sqrt(d_k)`` (GPT-2's ``scale_attn_weights``).
+        scale_by_layer: also divide the scores of block ``l`` (from 0) by ``l + 1`` (GPT-2's
+            ``scale_attn_by_inverse_layer_idx``).
+        padding_idx: a token id whose embedding row receives no gradient from the embedding
+            lookup, as ``nn.Embedding(padding_idx=...)`` in Llama and Qwen3 (None: every row
+            trains). The LM head, when tied, still trains it, as in transformers.
 
     Raises:
-        TypeError, ValueError: as ModelConfig; also an unknown ``norm`` or ``feed_forward``,
-            ``n_heads`` not a multiple of ``n_kv_heads``, non-bool flags, ``norm_eps`` or
-            ``rope_base`` out of range.
+        TypeError, ValueError: as ModelConfig; also an unknown ``norm``, ``feed_forward`` or
+            ``rope_angle_dtype``, ``n_heads`` not a multiple of ``n_kv_heads``, non-bool
+            flags, ``norm_eps`` or ``rope_base`` out of range, ``mlp_bias=False`` with GPT-2's
+            MLP, ``padding_idx`` outside ``[0, vocab_size)``, an odd ``head_dim`` with RoPE.
     """
 
     positional: str = "rope"
@@ -69,26 +83,65 @@ class ModernConfig(ModelConfig):
     norm: str = "rmsnorm"
     feed_forward: str = "swiglu"
     bias: bool = False
+    mlp_bias: bool | None = None
     qk_norm: bool = False
     tie_embeddings: bool = False
     norm_eps: float = 1e-6
     rope_base: float = 10000.0
+    rope_angle_dtype: str = "float64"
+    scale_scores: bool = True
+    scale_by_layer: bool = False
+    padding_idx: int | None = None
 
     def __post_init__(self) -> None:
         check_choice(self.feed_forward, "feed_forward", FEED_FORWARDS)
         check_choice(self.norm, "norm", NORMS)
+        check_choice(self.rope_angle_dtype, "rope_angle_dtype", ANGLE_DTYPES)
         if self.d_ff is None and self.feed_forward == "swiglu":
             self.d_ff = swiglu_hidden_width(4 * check_int(self.d_model, "d_model", minimum=1))
         if self.head_dim is not None:
             self.head_dim = check_int(self.head_dim, "head_dim", minimum=1, why="None: C / h")
         super().__post_init__()
         self.n_kv_heads = self._check_n_kv_heads()
-        for name in ("bias", "qk_norm", "tie_embeddings"):
+        self.mlp_bias = self.bias if self.mlp_bias is None else self.mlp_bias
+        for name in ("bias", "mlp_bias", "qk_norm", "tie_embeddings"):
             setattr(self, name, check_bool(getattr(self, name), name))
+        for name in ("scale_scores", "scale_by_layer"):
+            setattr(self, name, check_bool(getattr(self, name), name))
+        self._check_mlp_bias()
         self.norm_eps = check_float(self.norm_eps, "norm_eps", 0.0, 1.0, low_open=True)
         self.rope_base = check_float(
             self.rope_base, "rope_base", 1.0, math.inf, low_open=True, high_open=True
         )
+        if self.padding_idx is not None:
+            why = f"a token id in [0, vocab_size={self.vocab_size}); None: no padding row"
+            self.padding_idx = check_int(
+                self.padding_idx, "padding_idx", 0, self.vocab_size - 1, why=why
+            )
+
+    def _check_mlp_bias(self) -> None:
+        """ValueError for ``mlp_bias=False`` with GPT-2's MLP, which always has biases."""
+        if self.feed_forward != "swiglu" and not self.mlp_bias:
+            raise ValueError(
+                f"feed_forward={self.feed_forward!r} (GPT-2's MLP, the course's FeedForward) "
+                f"always has biases, got mlp_bias=False (bias={self.bias}); pass mlp_bias=True, "
+                "or feed_forward='swiglu' for an MLP without biases"
+            )
+
+    def _check_heads_divide_d_model(self) -> None:
+        """With ``head_dim`` given, n_heads need not divide d_model (Qwen3: 16 heads of 128
+        over 1024 channels is fine, and so is 5 heads of 8 over 24)."""
+        if self.head_dim is None:
+            super()._check_heads_divide_d_model()
+
+    def _check_positional_fits(self) -> None:
+        """As ModelConfig, with the arithmetic of ``head_dim`` when it is given."""
+        if self.head_dim is not None and self.positional == "rope" and self.head_dim % 2:
+            raise ValueError(
+                f"rope rotates channel pairs: head_dim (d_k) must be even, got head_dim="
+                f"{self.head_dim}; pass an even head_dim (or None: d_model / n_heads)"
+            )
+        super()._check_positional_fits()
 
     def _check_n_kv_heads(self) -> int:
         """``n_kv_heads`` (None: ``n_heads``) as an int >= 1 that divides ``n_heads``."""
@@ -114,6 +167,14 @@ def make_norm(config: ModernConfig, width: int) -> nn.Module:
     return LayerNorm(width, config.norm_eps)
 
 
+def attention_scale(config: ModernConfig, layer: int) -> float:
+    """The factor on the scores of block ``layer`` (from 0): ``1/sqrt(d_k)`` (Vaswani et al.
+    2017, Eq. 1), or 1 without ``scale_scores``; divided by ``layer + 1`` with
+    ``scale_by_layer`` (GPT-2's ``scale_attn_by_inverse_layer_idx``)."""
+    scale = 1 / math.sqrt(config.d_k) if config.scale_scores else 1.0
+    return scale / (layer + 1) if config.scale_by_layer else scale
+
+
 class ModernBlock(nn.Module):
     """Pre-norm block: ``x + attention(ln_1(x))``, then ``x + feed_forward(ln_2(x))``.
 
@@ -124,7 +185,7 @@ class ModernBlock(nn.Module):
     Shapes: ``(B, T, C)`` -> ``(B, T, C)``.
     """
 
-    def __init__(self, config: ModernConfig):
+    def __init__(self, config: ModernConfig, layer: int = 0):
         super().__init__()
         rotary_max_len = config.block_size if config.positional == "rope" else None
         self.ln_1 = make_norm(config, config.d_model)
@@ -139,11 +200,13 @@ class ModernBlock(nn.Module):
             rope_base=config.rope_base,
             norm_eps=config.norm_eps,
             dropout=config.dropout,
+            scale=attention_scale(config, layer),
+            rope_angle_dtype=getattr(torch, config.rope_angle_dtype),
         )
         self.ln_2 = make_norm(config, config.d_model)
         if config.feed_forward == "swiglu":
             self.feed_forward = SwiGLUFeedForward(
-                config.d_model, config.d_ff, bias=config.bias, dropout=config.dropout
+                config.d_model, config.d_ff, bias=config.mlp_bias, dropout=config.dropout
             )
         else:  # GPT-2's MLP: always with biases
             self.feed_forward = FeedForward(config.d_model, config.d_ff, config.dropout)
@@ -165,7 +228,8 @@ class ModernDecoder(nn.Module):
         ids ``(B, T)`` int64 with ``T <= block_size`` -> logits ``(B, T, vocab_size)``.
 
     Raises:
-        TypeError: ``config`` is not a ModernConfig.
+        TypeError: ``config`` is not a ModernConfig (a plain ModelConfig included: it is
+            :class:`~course_utils.model.TinyDecoder`'s).
     """
 
     # The same input checks as TinyDecoder (ids (B, T) in [0, V), T <= block_size; targets).
@@ -174,13 +238,12 @@ class ModernDecoder(nn.Module):
 
     def __init__(self, config: ModernConfig):
         super().__init__()
-        self.config = check_instance(
-            config, "config", ModernConfig, "build it with ModernConfig(**settings)"
-        )
+        fix = "build it with ModernConfig(**settings); a ModelConfig is TinyDecoder's"
+        self.config = check_instance(config, "config", ModernConfig, fix)
         self.token_embedding = TokenEmbedding(config.vocab_size, config.d_model, scale=False)
         self.position = additive_positions(config.positional, config.block_size, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(ModernBlock(config) for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(ModernBlock(config, i) for i in range(config.n_layers))
         self.final_norm = make_norm(config, config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
@@ -197,10 +260,20 @@ class ModernDecoder(nn.Module):
                     nn.init.zeros_(module.bias)
         std = min(0.02, 2.5 / self.config.d_model) if self.config.tie_embeddings else 0.02
         nn.init.normal_(self.token_embedding.weight, mean=0.0, std=std)
+        if self.config.padding_idx is not None:  # as nn.Embedding: the padding row starts at 0
+            nn.init.zeros_(self.token_embedding.weight[self.config.padding_idx])
         residual_std = 0.02 / math.sqrt(2 * self.config.n_layers)
         for block in self.blocks:
             nn.init.normal_(block.attention.w_o.weight, mean=0.0, std=residual_std)
             nn.init.normal_(block.feed_forward.down.weight, mean=0.0, std=residual_std)
+
+    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """Token vectors ``(B, T) -> (B, T, C)``; with ``padding_idx``, that row gets no
+        gradient from the lookup (``nn.Embedding(padding_idx=...)``, as in Llama and Qwen3)."""
+        if self.config.padding_idx is None:
+            return self.token_embedding(ids)
+        weight = self.token_embedding.weight
+        return F.embedding(ids, weight, padding_idx=self.config.padding_idx)  # (B, T, C)
 
     def num_parameters(self) -> int:
         """Number of trainable values (a tied matrix counted once)."""
@@ -216,7 +289,7 @@ class ModernDecoder(nn.Module):
             one instead (:func:`course_utils.hf_weights.hidden_states_like_transformers`).
         """
         ids = self._check_ids(ids)
-        x = self.dropout(self.position(self.token_embedding(ids)))  # (B, T) -> (B, T, C)
+        x = self.dropout(self.position(self._embed(ids)))  # (B, T) -> (B, T, C)
         states = [x]
         for block in self.blocks:
             x = block(x, need_weights=need_weights)  # (B, T, C)

@@ -140,34 +140,42 @@ class RotaryEmbedding(nn.Module):
         head_dim: d_k, the width of one head; must be even.
         max_len: the longest sequence (the model's block_size).
         base: 10000 in the paper; must be > 1 (see :func:`apply_rotary_embedding`).
+        angle_dtype: ``torch.float64`` (default: the angles exact to float64, then rounded
+            once) or ``torch.float32`` (``transformers``' arithmetic, :func:`rotary_angles`).
 
-    Shapes: ``(..., T, d_k)`` -> ``(..., T, d_k)``, with ``T <= max_len``.
+    Shapes: ``(..., T, d_k)`` -> ``(..., T, d_k)``, with ``T <= max_len``; any batch size
+    (0 included), any strides.
 
     Raises:
         TypeError: a size that is not an int, a ``base`` that is not a number; an ``x`` that
             is not a float tensor.
-        ValueError: odd ``head_dim``, a size below 1, ``base <= 1``, a last axis other than
-            ``head_dim``, or ``T > max_len``.
+        ValueError: odd ``head_dim``, a size below 1, ``base <= 1``, another ``angle_dtype``,
+            a last axis other than ``head_dim``, or ``T > max_len``.
     """
 
-    def __init__(self, head_dim: int, max_len: int, base: float = 10000.0):
+    def __init__(
+        self,
+        head_dim: int,
+        max_len: int,
+        base: float = 10000.0,
+        angle_dtype: torch.dtype = torch.float64,
+    ):
         super().__init__()
         head_dim = check_int(head_dim, "head_dim", minimum=1)
         max_len = check_int(max_len, "max_len", minimum=1, why="the longest sequence, in tokens")
         base = check_base(base)
         check_rotary_width(head_dim, "head_dim")
-        self.head_dim, self.max_len = head_dim, max_len
-        pair = torch.arange(head_dim // 2, dtype=torch.float64)
-        angle = torch.arange(max_len, dtype=torch.float64)[:, None] * base ** (
-            -2.0 * pair / head_dim
-        )
+        angle_dtype = check_angle_dtype(angle_dtype, "angle_dtype")
+        self.head_dim, self.max_len, self.angle_dtype = head_dim, max_len, angle_dtype
+        angle = rotary_angles(max_len, head_dim, base, angle_dtype)  # (max_len, d/2)
+        cos, sin = torch.cos(angle), torch.sin(angle)  # in the angles' own precision
         # Buffers: they follow .to(device) and are rebuilt, not saved, with the model.
-        self.register_buffer("cos", torch.cos(angle).float(), persistent=False)  # (max_len, d/2)
-        self.register_buffer("sin", torch.sin(angle).float(), persistent=False)  # (max_len, d/2)
-        # The angles in float64, outside the buffers (.half() or .double() never round them):
+        self.register_buffer("cos", cos.float(), persistent=False)  # (max_len, d/2)
+        self.register_buffer("sin", sin.float(), persistent=False)  # (max_len, d/2)
+        # cos and sin in float64, outside the buffers (.half() or .double() never round them):
         # the complex tables of every precision are built from them, so a float64 input is
-        # rotated by float64 angles, not by float32 ones widened.
-        self._angle = angle  # (max_len, d/2), float64, CPU
+        # rotated by float64 values, not by float32 ones widened (widening float32 is exact).
+        self._cos_sin = (cos.double(), sin.double())  # 2 x (max_len, d/2), CPU
         self._rotations: dict = {}  # (device, dtype) -> complex (max_len, d/2), built once
 
     def _apply(self, fn, *args, **kwargs):
@@ -180,10 +188,8 @@ class RotaryEmbedding(nn.Module):
         key = (torch.device(device), dtype)
         table = self._rotations.get(key)
         if table is None:
-            angle = self._angle
-            table = torch.complex(
-                torch.cos(angle).to(device, dtype), torch.sin(angle).to(device, dtype)
-            )
+            cos, sin = self._cos_sin
+            table = torch.complex(cos.to(device, dtype), sin.to(device, dtype))
             self._rotations[key] = table
         return table
 
@@ -210,7 +216,7 @@ class RotaryEmbedding(nn.Module):
         # by cos t + i sin t. One complex product is several times faster than the four real
         # ones. Half precision is rotated in float32 (there is no bfloat16 complex type).
         real = torch.float64 if x.dtype == torch.float64 else torch.float32
-        pairs = torch.view_as_complex(x.to(real).reshape(*x.shape[:-1], -1, 2))  # (..., T, d/2)
+        pairs = _complex_pairs(x.to(real))  # (..., T, d) -> complex (..., T, d/2)
         rotation = self.rotation_table(x.device, real)[offset:end]  # (T, d/2), |z| = 1
         rotated = torch.view_as_real(pairs * rotation)  # (..., T, d/2, 2)
         return rotated.flatten(-2).to(x.dtype)  # (..., T, d/2, 2) -> (..., T, d)
@@ -232,4 +238,49 @@ class RotaryEmbedding(nn.Module):
         return offset
 
     def extra_repr(self) -> str:
-        return f"head_dim={self.head_dim}, max_len={self.max_len}"
+        angles = str(self.angle_dtype).removeprefix("torch.")
+        return f"head_dim={self.head_dim}, max_len={self.max_len}, angles={angles}"
+
+
+def _complex_pairs(x: torch.Tensor) -> torch.Tensor:
+    """``x`` ``(..., d)`` as complex pairs ``(..., d/2)``. ``view_as_complex`` needs even
+    strides and offset: a sliced or empty view is copied first (``reshape`` with ``d // 2``,
+    not ``-1``, which is ambiguous for an empty tensor)."""
+    pairs = x.reshape(*x.shape[:-1], x.shape[-1] // 2, 2)  # (..., d) -> (..., d/2, 2)
+    odd = pairs.storage_offset() % 2 or any(s % 2 for s in pairs.stride()[:-1])
+    if pairs.stride(-1) != 1 or odd:  # e.g. x[..., 1:] of a wider tensor
+        pairs = pairs.clone(memory_format=torch.contiguous_format)
+    return torch.view_as_complex(pairs)
+
+
+def rotary_angles(
+    max_len: int, d: int, base: float, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
+    """The angles ``pos * base^(-2i/d)`` for ``pos < max_len``, ``(max_len, d/2)``, in ``dtype``.
+
+    ``float64``: the exact angles, rounded once. ``float32``: ``transformers``' arithmetic
+    (``inv_freq = 1 / base^(arange(0, d, 2) / d)`` and ``pos * inv_freq``, both in float32),
+    reproduced operation by operation: at position ``pos`` a float32 angle is off by up to
+    about ``pos * 6e-8`` radians, so its rotation differs from the exact one by about
+    ``1e-4`` at 2048 positions; a model converted from ``transformers`` uses these angles to
+    compute the same numbers as the original.
+    """
+    if dtype == torch.float32:
+        inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float32) / d))  # (d/2,)
+        return torch.arange(max_len, dtype=torch.float32)[:, None] * inv_freq  # (max_len, d/2)
+    pair = torch.arange(d // 2, dtype=torch.float64)
+    return torch.arange(max_len, dtype=torch.float64)[:, None] * base ** (-2.0 * pair / d)
+
+
+#: The precisions of the rotary angles (``RotaryEmbedding(angle_dtype=...)``).
+ANGLE_DTYPES = (torch.float64, torch.float32)
+
+
+def check_angle_dtype(angle_dtype: object, name: str) -> torch.dtype:
+    """``angle_dtype`` if it is torch.float64 or torch.float32."""
+    if angle_dtype not in ANGLE_DTYPES:
+        raise ValueError(
+            f"{name} must be torch.float64 (exact angles) or torch.float32 (transformers' "
+            f"arithmetic), got {angle_dtype!r}"
+        )
+    return angle_dtype

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.checks import check_bool, check_int, check_last_axis
+from course_utils.checks import check_bool, check_dropout_p, check_int, check_last_axis
 
 
 def swiglu_hidden_width(d_ff: int, multiple_of: int = 8) -> int:
@@ -46,8 +46,8 @@ class SwiGLUFeedForward(nn.Module):
     Shapes: ``(B, T, C)`` -> two ``(B, T, d_ff)`` -> ``(B, T, C)``.
 
     Raises:
-        TypeError: a width that is not an int, a ``bias`` that is not a bool; x not a float
-            tensor of the weights' dtype.
+        TypeError: a width that is not an int, a ``bias`` that is not a bool, a dropout that
+            is not a number; x not a float tensor of the weights' dtype.
         ValueError: a width below 1, dropout outside ``[0, 1)``; the last axis of x is not C.
     """
 
@@ -56,6 +56,7 @@ class SwiGLUFeedForward(nn.Module):
         d_model = check_int(d_model, "d_model", minimum=1)
         d_ff = check_int(d_ff, "d_ff", minimum=1, why="the hidden width, about 8/3 * d_model")
         bias = check_bool(bias, "bias")
+        dropout = check_dropout_p(dropout, "dropout")
         self.gate = nn.Linear(d_model, d_ff, bias=bias)
         self.up = nn.Linear(d_model, d_ff, bias=bias)
         self.down = nn.Linear(d_ff, d_model, bias=bias)
