@@ -36,31 +36,68 @@ def split_heads_right(x, n_heads):
     return x.view(batch, time, n_heads, channels // n_heads).transpose(1, 2)
 
 
-def test_split_heads_accepts_view_then_transpose(capsys):
-    assert verdict(check_split_heads, split_heads_right, capsys) == (
-        True,
-        "✅ split_heads: correct\n",
-    )
-    assert verdict(
-        check_split_heads, lambda x, h: x.unflatten(-1, (h, -1)).transpose(1, 2), capsys
-    )[0]
-    assert verdict(
-        check_split_heads, lambda x, h: x.reshape(*x.shape[:2], h, -1).permute(0, 2, 1, 3), capsys
-    )[0]
+@pytest.mark.parametrize(
+    "right",
+    [
+        split_heads_right,
+        lambda x, h: x.unflatten(-1, (h, -1)).transpose(1, 2),  # a non-contiguous view
+        lambda x, h: x.reshape(*x.shape[:2], h, -1).permute(0, 2, 1, 3).contiguous(),
+        lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1),  # heads by chunks
+        lambda x, h: torch.einsum("bthd->bhtd", x.reshape(*x.shape[:2], h, -1)),
+    ],
+)
+def test_split_heads_accepts_right_variants(right, capsys):
+    assert verdict(check_split_heads, right, capsys) == (True, "✅ split_heads: correct\n")
+
+
+B_, T_, H_ = 2, 6, 3  # the running example's globals, read by some wrong answers
 
 
 @pytest.mark.parametrize(
     ("wrong", "message"),
     [
-        (lambda x, h: x.view(x.shape[0], h, x.shape[1], -1), "equals x.view(B, h, T, d_k)"),
-        (lambda x, h: x.view(x.shape[0], x.shape[1], h, -1), "(B, T, h, d_k): the heads are"),
-        (lambda x, h: x.reshape(x.shape[0], h, -1, x.shape[1]).transpose(-2, -1), "differs"),
+        (lambda x, h: x.view(x.shape[0], h, x.shape[1], -1), "looks like x.view(B, h, T, d_k)"),
+        (lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1), "in one step"),
+        (lambda x, h: x.view(x.shape[0], x.shape[1], h, -1), "the heads cut but not moved"),
+        (
+            lambda x, h: x.view(x.shape[0], x.shape[1], -1, h).permute(0, 3, 1, 2),
+            "deals the channels out in turn",
+        ),
+        (lambda x, h: x.view(*x.shape[:2], h, -1).transpose(2, 3), "transpose(2, 3)"),
+        (lambda x, h: x.view(*x.shape[:2], h, -1).permute(2, 0, 1, 3), "moved to the front"),
+        (lambda x, h: split_heads_right(x.float(), h), "a conversion to float32"),
+        (lambda x, h: split_heads_right(x, H_), "what n_heads=3 gives, not n_heads=4"),
+        (lambda x, h: x.view(B_, T_, h, -1).transpose(1, 2), "not notebook globals"),
+        (lambda x, h: x.view(*x.shape[:2], h, x.shape[2] / h).transpose(1, 2), "not C / n_heads"),
+        (lambda x, h: split_heads_right(x, h).numpy(), "got a numpy.ndarray"),
+        (lambda x, h: [split_heads_right(x, h)], "should be a torch.Tensor, got a list"),
+        (lambda x, h: None, "the function returns nothing"),
+        (lambda x: x, "give it exactly these parameters"),
         (not_implemented, "not implemented yet"),
     ],
 )
-def test_split_heads_rejects(wrong, message, capsys):
+def test_split_heads_rejects_and_names(wrong, message, capsys):
     result, out = verdict(check_split_heads, wrong, capsys)
-    assert result is False and out.startswith("❌ split_heads") and message in out
+    assert result is False and out.startswith("❌ split_heads") and message in out, out
+    assert "checker itself failed" not in out
+
+
+def test_split_heads_saves_the_learner_s_source_after_a_pass(tmp_path, monkeypatch, capsys):
+    import linecache
+
+    monkeypatch.setenv("COURSE_MY_MODEL", str(tmp_path))
+    source = (
+        "def split_heads(x, n_heads):\n"
+        "    B, T, C = x.shape\n"
+        "    return x.reshape(B, T, n_heads, C // n_heads).permute(0, 2, 1, 3)\n"
+    )
+    linecache.cache["<cell-04>"] = (len(source), None, source.splitlines(True), "<cell-04>")
+    namespace: dict = {}
+    exec(compile(source, "<cell-04>", "exec"), namespace)
+    assert verdict(check_split_heads, namespace["split_heads"], capsys)[0] is True
+    assert (tmp_path / "split_heads.py").read_text() == source
+    assert verdict(check_split_heads, lambda x, h: x, capsys)[0] is False  # a failure: not saved
+    assert (tmp_path / "split_heads.py").read_text() == source
 
 
 def head_queries_right(x, w_q, head, n_heads):

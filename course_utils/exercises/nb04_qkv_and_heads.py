@@ -7,43 +7,117 @@ from collections.abc import Callable
 import torch
 
 from course_utils.exercises.core import compare, count_multiplications, run_check
+from course_utils.exercises.difference import Tolerance
+from course_utils.exercises.judge import Case, judge
 
 
 def _randn_04(*shape: int, seed: int) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
+def _split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    B, T, C = x.shape
+    return x.view(B, T, n_heads, C // n_heads).transpose(1, 2)  # (B, h, T, d_k)
+
+
+def _split_heads_cases() -> list[Case]:
+    """Every size varied (the running example first), float32 and float64, edge sizes: one
+    head, T = 1, B = 1, d_k = 1."""
+    cases = []
+    for (B, T, C, h), dtype in (
+        ((2, 6, 24, 3), torch.float32),  # the running example: every axis its own size
+        ((3, 5, 12, 4), torch.float64),
+        ((1, 1, 8, 1), torch.float32),  # one head, T = 1
+        ((2, 7, 10, 5), torch.float32),  # d_k = 2
+        ((4, 3, 6, 6), torch.float64),  # d_k = 1: every channel its own head
+    ):
+        x = _randn_04(B, T, C, seed=40 + C).to(dtype)
+        cases.append(Case(x, h))
+    return cases
+
+
+def _sizes(x: torch.Tensor, n_heads: int) -> tuple[int, int, int, int]:
+    B, T, C = x.shape
+    return B, n_heads, T, C // n_heads  # (B, h, T, d_k)
+
+
+_SPLIT_HEADS_MISTAKES = (
+    (
+        "x.view(B, h, T, d_k) (or reshape) in one step: it reads memory in order, so head 0 "
+        "gets whole tokens chopped into pieces, positions and channels mixed. Cut the channels "
+        "first, view(B, T, h, d_k), then move the heads forward with transpose(1, 2)",
+        lambda x, h: x.reshape(*_sizes(x, h)),
+    ),
+    (
+        "the heads cut but not moved: (B, T, h, d_k). Add transpose(1, 2) to get "
+        "(B, h, T, d_k), so that each head is a (T, d_k) matrix",
+        lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1),
+    ),
+    (
+        "view(B, T, d_k, h): that deals the channels out in turn (head i gets channels i, "
+        "i + h, i + 2h, ...); head i holds the block of d_k channels i*d_k .. (i+1)*d_k - 1: "
+        "view(B, T, h, d_k)",
+        lambda x, h: x.reshape(x.shape[0], x.shape[1], -1, h).permute(0, 3, 1, 2),
+    ),
+    (
+        "view(B, T, h, d_k) then transpose(2, 3) or permute to (B, T, d_k, h): the head axis "
+        "must come right after B, transpose(1, 2)",
+        lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(2, 3),
+    ),
+    (
+        "the heads moved to the front, (h, B, T, d_k): the batch axis stays first, transpose(1, 2)",
+        lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).permute(2, 0, 1, 3),
+    ),
+    (
+        "a conversion to float32 (.float(), torch.tensor(...)): keep x's dtype, float64 in, "
+        "float64 out",
+        lambda x, h: _split_heads(x.float(), h),
+    ),
+)
+
+_SPLIT_HEADS_ERRORS = (
+    (
+        RuntimeError,
+        r"shape '\[.*\]' is invalid for input of size",
+        "the sizes given to view/reshape do not fit x: read B, T, C from x.shape and use "
+        "d_k = C // n_heads, not notebook globals (B, T, d_model, n_heads, d_k)",
+    ),
+    (
+        TypeError,
+        r"float",
+        "d_k must be an int: C // n_heads, not C / n_heads",
+    ),
+)
+
+
 def check_split_heads(split_heads: Callable) -> bool:
-    """Exercise 04.1: ``split_heads(x, n_heads)`` maps ``(B, T, C)`` to ``(B, h, T, d_k)``,
-    head ``i`` holding channels ``i*d_k .. (i+1)*d_k - 1`` of every position (§3.2.2).
+    """Exercise 04.1, a part of the learner's decoder: ``split_heads(x, n_heads)`` maps
+    ``(B, T, C)`` to ``(B, h, T, d_k)``, head ``i`` holding channels ``i*d_k .. (i+1)*d_k - 1``
+    of every position (Vaswani et al. 2017, §3.2.2).
 
-    Tried on the running example (2, 6, 24) with h=3 and on (3, 5, 12) with h=4.
+    Tried on five inputs with every size varied (the running example (2, 6, 24) with h = 3
+    first; one head with T = 1; d_k = 1; float32 and float64), so sizes from notebook globals
+    fail. The answer must keep x's dtype; a non-contiguous view, ``reshape``, ``unflatten``,
+    ``permute``, ``einops``-style chunks are all right. Named mistakes: a direct view to
+    (B, h, T, d_k), the missing transpose, interleaved channels, the wrong axes moved, a fixed
+    number of heads, sizes that do not fit, a float d_k. When it passes, the learner's source
+    is saved for their decoder (:func:`course_utils.lab.parts.save_part`).
     """
+    passed = judge(
+        "split_heads",
+        split_heads,
+        _split_heads,
+        _split_heads_cases(),
+        _SPLIT_HEADS_MISTAKES,
+        axes="B h T d_k",
+        tolerance=Tolerance(atol=0.0, rtol=0.0, exact_dtype=True),
+        errors=_SPLIT_HEADS_ERRORS,
+    )
+    if passed:
+        from course_utils.lab.parts import save_part
 
-    def attempt() -> str | None:
-        for (batch, time, channels, heads), seed in (((2, 6, 24, 3), 40), ((3, 5, 12, 4), 41)):
-            x = _randn_04(batch, time, channels, seed=seed)
-            d_k = channels // heads
-            expected = x.view(batch, time, heads, d_k).transpose(1, 2)
-            answer = split_heads(x.clone(), heads)
-            name = f"split_heads(x of shape {(batch, time, channels)}, n_heads={heads})"
-            if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-                if torch.equal(answer, x.view(batch, heads, time, d_k)):
-                    return (
-                        f"{name} equals x.view(B, h, T, d_k): that mixes positions and "
-                        "channels; view as (B, T, h, d_k) first, then swap the T and h axes"
-                    )
-            if isinstance(answer, torch.Tensor) and answer.shape == (batch, time, heads, d_k):
-                return (
-                    f"{name} has shape {tuple(answer.shape)}, (B, T, h, d_k): the heads are "
-                    "split but not moved; transpose(1, 2) to get (B, h, T, d_k)"
-                )
-            problem = compare(answer, expected, name)
-            if problem:
-                return problem
-        return None
-
-    return run_check("split_heads", attempt)
+        save_part(split_heads)
+    return passed
 
 
 def _head_queries_problem(answer, x, w_q, head: int, d_k: int, work: int) -> str | None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 
 from course_utils.exercises.core import compare, count_multiplications, run_check
+from course_utils.exercises.difference import Tolerance
+from course_utils.exercises.judge import Case, judge
 
 # Library softmaxes the exercise forbids (it asks for the max-subtraction written out), as
 # the ATen ops every Python route reaches: torch.softmax, F.softmax, Tensor.softmax,
@@ -112,3 +115,205 @@ def check_attention_output(attention: Callable) -> bool:
         return compare(result[0], weights @ v, "output")
 
     return run_check("attention output", attempt)
+
+
+# --- the part attention(q, k, v, causal=True) ---------------------------------------------------
+
+_NEG_INF = float("-inf")
+
+
+def _attend(
+    q, k, v, causal=True, *, scale=None, dim=-1, fill=_NEG_INF, diagonal=1, past=False,
+    after=False, softmax=True, transposed=False,
+):  # fmt: skip
+    """Attention with one knob turned: the reference (all defaults) and its mistakes.
+
+    ``scale`` divides the scores (default sqrt(d_k)); ``dim`` is the softmax's axis; the mask
+    hides ``triu(diagonal)`` (or ``tril(diagonal)`` when ``past``), filled with ``fill``,
+    before the softmax or, with ``after``, on the weights after it; ``transposed`` computes
+    k q^T."""
+    scale = math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (k @ q.transpose(-2, -1) if transposed else q @ k.transpose(-2, -1)) / scale
+    hidden = None
+    if causal:
+        ones = torch.ones(scores.shape[-2:], dtype=torch.bool)
+        hidden = ones.tril(diagonal) if past else ones.triu(diagonal)
+    if hidden is not None and not after:
+        scores = scores.masked_fill(hidden, fill)
+    weights = torch.softmax(scores, dim=dim) if softmax else scores
+    if hidden is not None and after:
+        weights = weights.masked_fill(hidden, 0.0)
+    return weights @ v
+
+
+def _attention(q, k, v, causal=True):
+    return _attend(q, k, v, causal)
+
+
+def _heads_width(q) -> float:
+    """sqrt(d_model) = sqrt(h * d_k) for (B, h, T, d_k) queries (a mistake's scale)."""
+    return math.sqrt(q.shape[-1] * q.shape[-3]) if q.dim() >= 4 else math.nan
+
+
+_ATTENTION_MISTAKES = (
+    ("no 1/sqrt(d_k) scale: divide the scores by math.sqrt(d_k), d_k = q.shape[-1]",
+     lambda q, k, v, c=True: _attend(q, k, v, c, scale=1.0)),
+    ("a scale of sqrt(d_model) = sqrt(h * d_k), the width of all heads together: each head "
+     "divides by the square root of its own size, d_k = q.shape[-1]",
+     lambda q, k, v, c=True: _attend(q, k, v, c, scale=_heads_width(q))),
+    ("a fixed scale sqrt(24), the running example's d_model (a notebook global?): d_k is "
+     "q.shape[-1]",
+     lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(24))),
+    ("a fixed scale sqrt(8), the running example's d_k (a notebook global?): read d_k from "
+     "q.shape[-1]",
+     lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(8))),
+    ("the scores divided by d_k: divide by its square root, math.sqrt(d_k)",
+     lambda q, k, v, c=True: _attend(q, k, v, c, scale=q.shape[-1])),
+    ("the scores multiplied by sqrt(d_k): divide by it",
+     lambda q, k, v, c=True: _attend(q, k, v, c, scale=1 / math.sqrt(q.shape[-1]))),
+    ("a scale of sqrt(d_v) = sqrt(v.shape[-1]): d_k is the size of the queries and keys, "
+     "q.shape[-1]",
+     lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(v.shape[-1]))),
+    ("a scale from the wrong axis of q (the time axis q.shape[-2]): d_k is the last axis, "
+     "q.shape[-1]",
+     lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(q.shape[-2]))),
+    ("a scale from the wrong axis of q (q.shape[1]): d_k is the last axis, q.shape[-1]",
+     lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(q.shape[1]))),
+    ("the softmax over the queries (dim=-2): it runs over the keys, the last axis, so that "
+     "each query's weights sum to 1",
+     lambda q, k, v, c=True: _attend(q, k, v, c, dim=-2)),
+    ("the softmax over axis 1 (the heads of (B, h, T_q, T_k)): it runs over the keys, dim=-1",
+     lambda q, k, v, c=True: _attend(q, k, v, c, dim=1)),
+    ("no softmax: the output is softmax(scores) @ v, weights that are >= 0 and sum to 1",
+     lambda q, k, v, c=True: _attend(q, k, v, c, softmax=False)),
+    ("no softmax (and no mask): the output is softmax(masked scores) @ v",
+     lambda q, k, v, c=True: _attend(q, k, v, False, softmax=False)),
+    ("the scores transposed, k @ q^T: they are q @ k.transpose(-2, -1), a row per query",
+     lambda q, k, v, c=True: _attend(q, k, v, c, transposed=True)),
+    ("a mask that also hides each query's own key (triu(diagonal=0)), so query 0 sees "
+     "nothing (NaN): hide only the later keys, triu(diagonal=1)",
+     lambda q, k, v, c=True: _attend(q, k, v, c, diagonal=0)),
+    ("a mask that lets each query see the next key (triu(diagonal=2)): hide every later "
+     "key, triu(diagonal=1)",
+     lambda q, k, v, c=True: _attend(q, k, v, c, diagonal=2)),
+    ("an inverted mask: it hides the past and shows the future (tril where triu belongs, or "
+     "True = may attend passed to masked_fill, which fills where True): hide the keys after "
+     "the query, triu(diagonal=1)",
+     lambda q, k, v, c=True: _attend(q, k, v, c, diagonal=-1, past=True)),
+    ("an inverted mask: it hides the past and the query itself, and shows the future "
+     "(masked_fill(tril(...), -inf)); hide the keys after the query, triu(diagonal=1)",
+     lambda q, k, v, c=True: _attend(q, k, v, c, diagonal=0, past=True)),
+    ("hidden scores filled with 0 instead of -inf: a score of 0 still gets weight exp(0) = 1 "
+     "in the softmax; fill with float('-inf')",
+     lambda q, k, v, c=True: _attend(q, k, v, c, fill=0.0)),
+    ("the mask applied to the weights after the softmax: rows no longer sum to 1; mask the "
+     "scores with -inf, then take the softmax",
+     lambda q, k, v, c=True: _attend(q, k, v, c, after=True)),
+    ("no mask with causal=True: each query sees the later keys (masked_fill returns a new "
+     "tensor: assign it, scores = scores.masked_fill(...); and the default is causal=True)",
+     lambda q, k, v, c=True: _attend(q, k, v, False)),
+    ("a mask even with causal=False: mask only when causal is True",
+     lambda q, k, v, c=True: _attend(q, k, v, True)),
+    ("the weights returned, not weights @ v", lambda q, k, v, c=True: torch.softmax(
+        _mask_if(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), c), dim=-1)),
+    ("the weights returned (unmasked), not the masked weights @ v", lambda q, k, v, c=True:
+        torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)),
+    ("(output, weights) returned: the part returns the output only, weights @ v",
+     lambda q, k, v, c=True: (_attention(q, k, v, c), torch.softmax(
+         _mask_if(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), c), dim=-1))),
+    ("a conversion to float32 (.float(), torch.tensor(...)): keep the inputs' dtype",
+     lambda q, k, v, c=True: _attention(q.float(), k.float(), v.float(), c)),
+)  # fmt: skip
+
+
+def _mask_if(scores, causal):
+    if not causal:
+        return scores
+    future = torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1)
+    return scores.masked_fill(future, _NEG_INF)
+
+
+_ATTENTION_ERRORS = (
+    (RuntimeError, r"must match the size|cannot be multiplied|size mismatch|Expected size for",
+     "check each product's order and the mask's size: scores = q @ k.transpose(-2, -1) is "
+     "(..., T_q, T_k), the mask is built from the scores' last two sizes (not a notebook "
+     "global T), output = weights @ v is (..., T_q, d_v)"),
+    (RuntimeError, r"view size is not compatible",
+     "q, k, v may be non-contiguous views (split_heads returns one): use reshape, not view"),
+    (RuntimeError, r"same dtype|expected scalar type|dtype",
+     "keep the inputs' dtype: a float32 conversion (.float()) of some inputs meets float64 "
+     "in a product"),
+    (TypeError, r"unexpected keyword argument 'causal'",
+     "give the function the parameter causal=True: attention(q, k, v, causal=True)"),
+)  # fmt: skip
+
+
+def _qkv(shape_q, shape_k, d_v, seed, dtype=torch.float32, split=False):
+    """q, k, v with the given shapes; with ``split``, (B, h, T, d) views of (B, T, C) tensors,
+    non-contiguous as split_heads returns them."""
+    generator = torch.Generator().manual_seed(seed)
+    shape_v = (*shape_k[:-1], d_v)
+    tensors = []
+    for shape in (shape_q, shape_k, shape_v):
+        if split:
+            B, h, T, d = shape
+            flat = torch.randn(B, T, h * d, generator=generator, dtype=dtype)
+            tensors.append(flat.view(B, T, h, d).transpose(1, 2))  # (B, h, T, d), a view
+        else:
+            tensors.append(torch.randn(*shape, generator=generator, dtype=dtype))
+    return tensors
+
+
+def _attention_cases() -> list[Case]:
+    """Every argument varied: causal True, False and left at its default; 4-D, 3-D and 2-D
+    inputs; T_q != T_k and d_v != d_k without the mask; one head with T = 1; float64;
+    non-contiguous views; d_k of 8, 16, 4 and 32."""
+    running = _qkv((2, 3, 6, 8), (2, 3, 6, 8), 8, 70, split=True)
+    cross = _qkv((2, 3, 4, 8), (2, 3, 7, 8), 5, 71)
+    default = _qkv((3, 5, 16), (3, 5, 16), 16, 72, torch.float64)
+    one = _qkv((1, 1, 1, 8), (1, 1, 1, 8), 8, 73)
+    square = _qkv((1, 2, 5, 4), (1, 2, 5, 4), 6, 74, torch.float64)
+    wide = _qkv((1, 4, 9, 32), (1, 4, 9, 32), 32, 75)
+    flat = _qkv((4, 8), (4, 8), 3, 76)
+    return [
+        Case(*running, True, label="the running example, q, k, v (2, 3, 6, 8) views, causal=True"),
+        Case(*cross, False, label="q (2, 3, 4, 8), k (2, 3, 7, 8), v (2, 3, 7, 5), causal=False"),
+        Case(*default, label="q, k, v (3, 5, 16) float64, causal left at its default (True)"),
+        Case(*one, True, label="one head, T = 1: q, k, v (1, 1, 1, 8), causal=True"),
+        Case(*square, False, label="q, k (1, 2, 5, 4), v (1, 2, 5, 6) float64, causal=False"),
+        Case(*wide, True, label="q, k, v (1, 4, 9, 32), causal=True"),
+        Case(*flat, True, label="2-D q, k (4, 8), v (4, 3), causal=True"),
+    ]
+
+
+def check_attention(attention: Callable) -> bool:
+    """Exercise 07.2, a part of the learner's decoder: ``attention(q, k, v, causal=True)`` is
+    ``softmax(q k^T / sqrt(d_k)) @ v`` (Vaswani et al. 2017, §3.2.1, Eq. 1), the softmax over
+    the keys, with ``causal=True`` hiding the keys after each query (§3.2.3; T_q == T_k).
+
+    Shapes: q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)``, v ``(..., T_k, d_v)`` ->
+    ``(..., T_q, d_v)``, keeping the inputs' dtype. Seven cases vary every argument (module
+    docstring of :func:`_attention_cases`). Right in any form: ``@`` or ``einsum``, -inf or
+    a large negative fill, ``torch.tril`` or comparisons of positions,
+    ``F.scaled_dot_product_attention``. Names 26 mistakes (:data:`_ATTENTION_MISTAKES`: the
+    scale, the softmax's axis, the mask's diagonal, direction and fill, the mask after the
+    softmax, the causal argument ignored, what is returned, the dtype) and the errors of a
+    product in the wrong order, a mask of a fixed size, a view of a non-contiguous input.
+    When it passes, the learner's source is saved for their decoder
+    (:func:`course_utils.lab.parts.save_part`).
+    """
+    passed = judge(
+        "attention",
+        attention,
+        _attention,
+        _attention_cases(),
+        _ATTENTION_MISTAKES,
+        axes="B h T_q d_v",
+        tolerance=Tolerance(atol=1e-5, rtol=1e-4, exact_dtype=True),
+        errors=_ATTENTION_ERRORS,
+    )
+    if passed:
+        from course_utils.lab.parts import save_part
+
+        save_part(attention)
+    return passed

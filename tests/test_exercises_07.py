@@ -1,0 +1,198 @@
+"""The checker of notebook 07's part, ``attention(q, k, v, causal=True)``: right answers in
+other forms accepted, each catalogued mistake rejected with its name, wrong answers of every
+kind (type, shape, dtype, an exception) reported without an error of the checker's own, and
+the learner's source saved after a pass."""
+
+from __future__ import annotations
+
+import linecache
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_utils.exercises import solution_model
+from course_utils.exercises.nb07_softmax_and_weighted_values import (
+    _ATTENTION_MISTAKES,
+    check_attention,
+)
+
+
+def verdict(answer, capsys) -> tuple[bool, str]:
+    result = check_attention(answer)
+    out = capsys.readouterr().out
+    assert "checker itself failed" not in out, out
+    return result, out
+
+
+def attend(q, k, v, causal=True, *, scale=None, dim=-1, fill=float("-inf"), diagonal=1):
+    """Written as a learner would, with one knob to turn into a mistake."""
+    d_k = q.shape[-1]
+    scores = q @ k.transpose(-2, -1) / (math.sqrt(d_k) if scale is None else scale)
+    if causal:
+        T_q, T_k = scores.shape[-2:]
+        future = torch.triu(torch.ones(T_q, T_k, dtype=torch.bool), diagonal=diagonal)
+        scores = scores.masked_fill(future, fill)
+    return torch.softmax(scores, dim=dim) @ v
+
+
+def by_einsum(q, k, v, causal=True):
+    scores = torch.einsum("...qd,...kd->...qk", q, k) * q.shape[-1] ** -0.5
+    if causal:
+        positions_q = torch.arange(q.shape[-2])[:, None]
+        positions_k = torch.arange(k.shape[-2])[None, :]
+        scores = scores.masked_fill(positions_k > positions_q, -1e9)  # a large negative fill
+    return torch.einsum("...qk,...kd->...qd", scores.softmax(-1), v)
+
+
+def by_tril(q, k, v, causal=True):
+    scores = q @ k.mT / math.sqrt(q.size(-1))
+    if causal:
+        keep = torch.tril(torch.ones(q.size(-2), k.size(-2)))
+        scores = scores.masked_fill(keep == 0, float("-inf"))
+    return F.softmax(scores.double(), dim=-1).to(q.dtype) @ v  # softmax in float64, cast back
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        solution_model.attention,
+        attend,
+        by_einsum,
+        by_tril,
+        lambda q, k, v, causal=True: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+        lambda q, k, v, causal=True: attend(q.contiguous(), k.contiguous(), v, causal).mT.mT,
+    ],
+    ids=["solution", "by-hand", "einsum", "tril", "F.sdpa", "non-contiguous"],
+)
+def test_attention_accepts_right_variants(right, capsys):
+    assert verdict(right, capsys) == (True, "✅ attention: correct\n")
+
+
+WRONG = {
+    "no 1/sqrt(d_k) scale": lambda q, k, v, causal=True: attend(q, k, v, causal, scale=1.0),
+    "sqrt(d_model) = sqrt(h * d_k)": lambda q, k, v, causal=True: attend(
+        q, k, v, causal, scale=math.sqrt(24)
+    ),
+    "the running example's d_k": lambda q, k, v, causal=True: attend(
+        q, k, v, causal, scale=math.sqrt(8)
+    ),
+    "divided by d_k": lambda q, k, v, causal=True: attend(q, k, v, causal, scale=q.shape[-1]),
+    "multiplied by sqrt(d_k)": lambda q, k, v, causal=True: attend(
+        q, k, v, causal, scale=q.shape[-1] ** -0.5
+    ),
+    "sqrt(d_v)": lambda q, k, v, causal=True: attend(q, k, v, causal, scale=v.shape[-1] ** 0.5),
+    "softmax over the queries": lambda q, k, v, causal=True: attend(q, k, v, causal, dim=-2),
+    "softmax over axis 1": lambda q, k, v, causal=True: attend(q, k, v, causal, dim=1),
+    "triu(diagonal=0)": lambda q, k, v, causal=True: attend(q, k, v, causal, diagonal=0),
+    "triu(diagonal=2)": lambda q, k, v, causal=True: attend(q, k, v, causal, diagonal=2),
+    "filled with 0 instead of -inf": lambda q, k, v, causal=True: attend(q, k, v, causal, fill=0),
+    "no mask with causal=True": lambda q, k, v, causal=True: attend(q, k, v, False),
+    "a mask even with causal=False": lambda q, k, v, causal=True: attend(q, k, v, True),
+    "the default is causal=True": lambda q, k, v, causal=False: attend(q, k, v, causal),
+    "k @ q^T": lambda q, k, v, causal=True: attend(k, q, v, causal),  # scores transposed
+    "after the softmax": lambda q, k, v, causal=True: (
+        torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), -1).masked_fill(
+            torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).triu(1) & causal, 0
+        )
+        @ v
+    ),
+    "hides the past": lambda q, k, v, causal=True: (
+        torch.softmax(
+            (q @ k.mT / math.sqrt(q.shape[-1])).masked_fill(
+                torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril() & causal,
+                float("-inf"),
+            ),
+            -1,
+        )
+        @ v
+    ),
+    "no softmax": lambda q, k, v, causal=True: q @ k.mT / math.sqrt(q.shape[-1]) @ v,
+    "the weights returned": lambda q, k, v, causal=True: torch.softmax(
+        q @ k.mT / math.sqrt(q.shape[-1]), -1
+    ),
+    "(output, weights) returned": lambda q, k, v, causal=True: (
+        attend(q, k, v, causal),
+        torch.softmax(
+            (q @ k.mT / math.sqrt(q.shape[-1])).masked_fill(
+                torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).triu(1) & causal,
+                float("-inf"),
+            ),
+            -1,
+        ),
+    ),
+    "conversion to float32": lambda q, k, v, causal=True: attend(
+        q.float(), k.float(), v.float(), causal
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(WRONG))
+def test_attention_names_each_mistake(name, capsys):
+    result, out = verdict(WRONG[name], capsys)
+    assert result is False and out.startswith("❌ attention: looks like"), out
+    assert name in out, out
+
+
+def test_every_catalogued_mistake_is_named_when_made(capsys):
+    """Each catalogue entry, run as an answer, is rejected with its own message (or an
+    earlier entry that computes the same on the first case where it goes wrong)."""
+    for message, wrong in _ATTENTION_MISTAKES:
+        result, out = verdict(wrong, capsys)
+        assert result is False and "looks like" in out, (message, out)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (lambda q, k, v, causal=True: v @ attend(q, k, v, causal), "check each product's order"),
+        (
+            lambda q, k, v, causal=True: (
+                torch.softmax(
+                    (q @ k.mT / 8**0.5).masked_fill(
+                        torch.ones(6, 6, dtype=torch.bool).triu(1), -1e9
+                    ),
+                    -1,
+                )
+                @ v
+            ),
+            "not a notebook global T",
+        ),
+        (
+            lambda q, k, v, causal=True: attend(q.view(-1, *q.shape[-2:]), k, v, causal),
+            "use reshape, not view",
+        ),
+        (lambda q, k, v: attend(q, k, v), "give it exactly these parameters"),
+        (lambda q, k, v, causal=True: attend(q, k, v, causal).numpy(), "numpy.ndarray"),
+        (lambda q, k, v, causal=True: None, "returns nothing"),
+        (lambda q, k, v, causal=True: attend(q, k, v, causal)[..., :-1], "has shape"),
+        (lambda q, k, v, causal=True: attend(q, k, v, causal) + 1e-3, "differs by up to"),
+        (lambda q, k, v, causal=True: 1 / 0, "ZeroDivisionError"),
+        (lambda q, k, v, causal=True: attend(q.float(), k.float(), v, causal), "keep the inputs"),
+        (torch.zeros(3), "should be a function"),
+    ],
+)
+def test_attention_reports_other_wrong_answers_without_breaking(wrong, message, capsys):
+    result, out = verdict(wrong, capsys)
+    assert result is False and message in out, out
+
+
+def test_attention_stub_is_not_implemented(capsys):
+    def attention(q, k, v, causal=True):
+        raise NotImplementedError  # your code here
+
+    assert verdict(attention, capsys) == (False, "❌ attention: not implemented yet\n")
+
+
+def test_attention_saves_the_learner_s_source_after_a_pass(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COURSE_MY_MODEL", str(tmp_path))
+    source = (
+        "def attention(q, k, v, causal=True):\n"
+        "    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)\n"
+    )
+    linecache.cache["<cell-07>"] = (len(source), None, source.splitlines(True), "<cell-07>")
+    namespace: dict = {"F": F}
+    exec(compile(source, "<cell-07>", "exec"), namespace)
+    assert verdict(namespace["attention"], capsys)[0] is True
+    assert (tmp_path / "attention.py").read_text() == source
