@@ -1,5 +1,5 @@
-"""Checkers of notebook 15 accept right answers (several forms) and reject each plausible
-wrong one with the hint for that mistake."""
+"""Checkers of notebook 15: every catalogued mistake is rejected with its own message, right
+answers written several ways pass, and no answer makes a checker fail internally."""
 
 from __future__ import annotations
 
@@ -9,88 +9,116 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.exercises.nb15_todays_decoder import check_expand_kv_heads, check_rms_norm
+from course_utils.exercises.nb15_todays_decoder import (
+    EXPAND_KV_HEADS_MISTAKES,
+    RMS_NORM_MISTAKES,
+    check_expand_kv_heads,
+    check_rms_norm,
+)
+
+
+def verdict(checker, answer, capsys) -> tuple[bool, str]:
+    passed = checker(answer)
+    out = capsys.readouterr().out
+    assert "checker itself failed" not in out, out
+    return passed, out
 
 
 def _rms(x, weight, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
-@pytest.mark.parametrize(
-    "answer",
-    [
-        _rms,
-        lambda x, w, eps: x / torch.sqrt((x * x).sum(-1, keepdim=True) / x.shape[-1] + eps) * w,
-        lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps),
-        lambda x, w, eps: torch.nn.RMSNorm(x.shape[-1], eps=eps, elementwise_affine=False)(x) * w,
-    ],
-    ids=["rsqrt", "sum-over-C", "F.rms_norm", "nn.RMSNorm"],
-)
-def test_rms_norm_right_answers_pass(answer, capsys):
-    assert check_rms_norm(answer)
-    assert "✅" in capsys.readouterr().out
+def _rms_sum(x, w, eps):  # the mean written as a sum over C
+    return x / torch.sqrt((x * x).sum(-1, keepdim=True) / x.shape[-1] + eps) * w
+
+
+def _rms_module(x, w, eps):  # PyTorch's module, without its own gain
+    return torch.nn.RMSNorm(x.shape[-1], eps=eps, elementwise_affine=False)(x) * w
+
+
+def _rms_view(x, w, eps):  # a non-contiguous view of x
+    return _rms(x.transpose(0, -1).contiguous().transpose(0, -1), w, eps)
+
+
+RMS_RIGHT = {
+    "rsqrt": _rms,
+    "sum over C": _rms_sum,
+    "F.rms_norm": lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps),
+    "nn.RMSNorm": _rms_module,
+    "float64": lambda x, w, eps: _rms(x.double(), w.double(), eps),
+    "a non-contiguous view": _rms_view,
+}
+
+
+@pytest.mark.parametrize("name", RMS_RIGHT)
+def test_rms_norm_right_answers_pass(name, capsys):
+    passed, out = verdict(check_rms_norm, RMS_RIGHT[name], capsys)
+    assert passed and "✅ rms_norm: correct" in out, out
+
+
+@pytest.mark.parametrize("index", range(len(RMS_NORM_MISTAKES)))
+def test_rms_norm_names_each_catalogued_mistake(index, capsys):
+    message, wrong = RMS_NORM_MISTAKES[index]
+    passed, out = verdict(check_rms_norm, wrong, capsys)
+    assert not passed and f"looks like {message}" in out, out
 
 
 @pytest.mark.parametrize(
-    ("answer", "hint"),
+    ("answer", "said"),
     [
-        (lambda x, w, eps: F.layer_norm(x, x.shape[-1:], eps=eps) * w, "mean was subtracted"),
-        (
-            lambda x, w, eps: x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * w,
-            "eps belongs inside",
-        ),
-        (lambda x, w, eps: _rms(x, 1.0, eps), "weight (gain g) is missing"),
-        (
-            lambda x, w, eps: x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + eps) * w,
-            "last axis",
-        ),
-        (
-            lambda x, w, eps: x * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * w,
-            "variance",
-        ),
-        (lambda x, w, eps: x / (x.pow(2).mean(-1, keepdim=True) + eps) * w, "square root"),
+        (lambda x, w, eps: _rms(x, w, 1e-5), "what eps=1e-05 gives"),  # eps hard-coded
+        (lambda x, w, eps: x * torch.rsqrt(x.pow(2).mean(-1) + eps) * w, "keepdim=True"),
         (lambda x, w, eps: _rms(x, w, eps).sum(-1), "has shape"),
         (lambda x, w, eps: _rms(x, w, eps) * math.sqrt(x.shape[-1]), "differs by up to"),
+        (lambda x, w, eps: _rms(x, w, eps) > 0, "is a bool mask"),
+        (lambda x, w, eps: _rms(x, w, eps).tolist(), "should be a torch.Tensor"),
+        (lambda x, w, eps: None, "returns nothing"),
+        (lambda x, eps: x, "your function takes (x, eps)"),
+        (lambda x, w, eps: x.undefined, "your function raised AttributeError"),
     ],
 )
-def test_rms_norm_wrong_answers_fail_with_their_hint(answer, hint, capsys):
-    assert not check_rms_norm(answer)
-    out = capsys.readouterr().out
-    assert "❌" in out and hint in out, out
+def test_rms_norm_other_wrong_answers_are_said_without_breaking(answer, said, capsys):
+    passed, out = verdict(check_rms_norm, answer, capsys)
+    assert not passed and said in out, out
+
+
+EXPAND_RIGHT = {
+    "repeat_interleave": lambda k, h: k.repeat_interleave(h // k.shape[1], dim=1),
+    "expand-reshape": lambda k, h: (
+        k[:, :, None].expand(-1, -1, h // k.shape[1], -1, -1).reshape(k.shape[0], h, *k.shape[2:])
+    ),
+    "index_select": lambda k, h: k.index_select(1, torch.arange(h) // (h // k.shape[1])),
+    "float64": lambda k, h: k.double().repeat_interleave(h // k.shape[1], dim=1),
+    "a loop and torch.cat": lambda k, h: torch.cat(
+        [k[:, i // (h // k.shape[1])][:, None] for i in range(h)], dim=1
+    ),
+}
+
+
+@pytest.mark.parametrize("name", EXPAND_RIGHT)
+def test_expand_kv_heads_right_answers_pass(name, capsys):
+    passed, out = verdict(check_expand_kv_heads, EXPAND_RIGHT[name], capsys)
+    assert passed and "✅ expand_kv_heads: correct" in out, out
+
+
+@pytest.mark.parametrize("index", range(len(EXPAND_KV_HEADS_MISTAKES)))
+def test_expand_kv_heads_names_each_catalogued_mistake(index, capsys):
+    message, wrong = EXPAND_KV_HEADS_MISTAKES[index]
+    passed, out = verdict(check_expand_kv_heads, wrong, capsys)
+    assert not passed and f"looks like {message}" in out, out
 
 
 @pytest.mark.parametrize(
-    "answer",
+    ("answer", "said"),
     [
-        lambda k, h: k.repeat_interleave(h // k.shape[1], dim=1),
-        lambda k, h: (
-            k[:, :, None]
-            .expand(k.shape[0], k.shape[1], h // k.shape[1], *k.shape[2:])
-            .reshape(k.shape[0], h, *k.shape[2:])
-        ),
-        lambda k, h: k.index_select(1, torch.arange(h) // (h // k.shape[1])),
-    ],
-    ids=["repeat_interleave", "expand-reshape", "index_select"],
-)
-def test_expand_kv_heads_right_answers_pass(answer, capsys):
-    assert check_expand_kv_heads(answer)
-    assert "✅" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    ("answer", "hint"),
-    [
-        (lambda k, h: k.repeat(1, h // k.shape[1], 1, 1), "repeat_interleave"),
-        (lambda k, h: k.repeat_interleave(h // k.shape[1], dim=2), "head axis (dim 1)"),
-        (lambda k, h: k.repeat_interleave(2, dim=1), "has shape"),  # a hard-coded group
-        (lambda k, h: k, "head axis (dim 1)"),
-        (lambda k, h: k.repeat_interleave(h // k.shape[1], dim=1).flip(1), "differs by up to"),
+        (lambda k, h: k.repeat_interleave(6 // k.shape[1], dim=1), "what n_heads=6 gives"),
+        (lambda k, h: k.repeat_interleave(h // k.shape[1], dim=1).flip(1), "differs"),
+        (lambda k, h: (k, k), "should be a torch.Tensor"),
     ],
 )
-def test_expand_kv_heads_wrong_answers_fail_with_their_hint(answer, hint, capsys):
-    assert not check_expand_kv_heads(answer)
-    out = capsys.readouterr().out
-    assert "❌" in out and hint in out, out
+def test_expand_kv_heads_other_wrong_answers_are_said(answer, said, capsys):
+    passed, out = verdict(check_expand_kv_heads, answer, capsys)
+    assert not passed and said in out, out
 
 
 def test_unfinished_exercises_are_reported_not_raised(capsys):

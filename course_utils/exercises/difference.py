@@ -202,8 +202,11 @@ def _where(answer, expected, wrong: torch.Tensor, name: str, names: list[str]) -
     got, want = answer[index].item(), expected[index].item()
     finite = expected.dtype.is_floating_point and math.isfinite(gap[index].item())
     size = f"by up to {gap[index].item():.3g} " if finite else ""
+    at = f"index {index}"
+    if names and not names[0].startswith("dim "):
+        at = ", ".join(f"{n} = {i}" for n, i in zip(names, index))
     return (
-        f"{name} differs {size}at {count} of {total} positions{on}; at index {index} it is "
+        f"{name} differs {size}at {count} of {total} positions{on}; at {at} it is "
         f"{_number(got)} instead of {_number(want)}"
     )
 

@@ -22,7 +22,8 @@ Writing a checker (the whole API; see nb15_todays_decoder.py for a short example
 - ``axes``: the output's axis names (``"B h T_q T_k"``), or one name per item of a returned
   tuple (``("output", "weights")``); ``tolerance``: a :class:`.difference.Tolerance`.
 - ``errors``: ``(exception class, regex, hint)`` for the learner's exceptions a known
-  mistake raises. ``hint``: a sentence added when no mistake matches.
+  mistake raises. ``hint``: a sentence added when no mistake matches. A harness may return
+  a :class:`Problem` (a str) to report what it saw directly.
 
 The verdict, printed in one line (``✅ title: correct`` or ``❌ title: ...``); judge returns
 True or False and never raises: not a function, a signature that does not fit, "not
@@ -44,7 +45,13 @@ import torch
 from course_utils.exercises.core import _not_a_function
 from course_utils.exercises.difference import Tolerance, difference
 
-__all__ = ["Case", "judge"]
+__all__ = ["Case", "Problem", "judge"]
+
+
+class Problem(str):
+    """What a harness (``call``) returns instead of a result when the learner's function did
+    something no comparison can show (a loss returned as a tensor, say): the sentence itself,
+    reported as it is."""
 
 
 class Case:
@@ -190,7 +197,10 @@ def _verdict(answer, reference, mistakes, names, options: _Options) -> str | Non
         except NotImplementedError:
             return "not implemented yet"
         except _LearnerError as wrapped:
-            return _learner_error(wrapped.error, case.describe(names), options.errors)
+            raised = _learner_error(wrapped.error, case.describe(names), options.errors)
+            return _named_elsewhere(answer, reference, mistakes, names, options, raised)
+        if isinstance(got, Problem):
+            return f"on {case.describe(names)}, {got}"
         problem = difference(got, expected, "the result", options.axes, options.tolerance)
         if problem is None:
             passed.append(case)
@@ -199,6 +209,21 @@ def _verdict(answer, reference, mistakes, names, options: _Options) -> str | Non
             problem, case, passed, names, options.hint
         )
     return None
+
+
+def _named_elsewhere(answer, reference, mistakes, names, options, raised: str) -> str:
+    """The learner's function raised on one case: a catalogued mistake it matches on another
+    case names the cause better than the exception alone."""
+    for case in options.cases:
+        try:
+            got = _run_answer(answer, case, options.call)
+            expected = _run(reference, case, options.call)
+        except Exception:  # this case raises too (or cannot be judged): try the next one
+            continue
+        named = _named(got, expected, case, mistakes, reference, names, options)
+        if named is not None:
+            return f"{named} ({raised})"
+    return raised
 
 
 def _learner_error(error: BaseException, where: str, errors) -> str:

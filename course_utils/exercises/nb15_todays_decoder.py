@@ -1,4 +1,8 @@
-"""Checkers for notebook 15: today's decoder (RMSNorm, grouped-query attention)."""
+"""Checkers for notebook 15: today's decoder (RMSNorm, grouped-query attention).
+
+Written with :func:`course_utils.exercises.judge.judge`: each checker varies every argument,
+and names the mistake of its catalogue that the answer makes.
+"""
 
 from __future__ import annotations
 
@@ -7,107 +11,155 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from course_utils.exercises.core import compare, run_check
+from course_utils.exercises.judge import Case, judge
+
+# --- RMSNorm ------------------------------------------------------------------------------
 
 
-def _rms_norm_cases() -> list[tuple[torch.Tensor, torch.Tensor, float]]:
-    """``(x, weight, eps)``: a shifted (B, T, C) = (2, 6, 24) batch with eps 1e-6 (a mean far
-    from 0 exposes a subtracted mean), and a small-valued (3, 5, 10) batch with eps 0.5 (where
-    eps inside or outside the square root matters)."""
+def _rms_norm_cases() -> list[Case]:
+    """Every argument varied: x of 2 to 4 axes (T = 1 included), C in {24, 10, 8, 6}, a
+    shifted x (a subtracted mean shows), small values with eps 0.5 (eps inside or outside
+    the root matters), weights far from 1."""
     generator = torch.Generator().manual_seed(15)
     cases = []
-    for shape, shift, scale, eps in (((2, 6, 24), 1.5, 2.0, 1e-6), ((3, 5, 10), 0.0, 0.3, 0.5)):
+    for shape, shift, scale, eps in (
+        ((2, 6, 24), 1.5, 2.0, 1e-6),
+        ((3, 5, 10), 0.0, 0.3, 0.5),
+        ((1, 1, 8), 0.5, 1.0, 0.1),
+        ((4, 6), -1.0, 0.5, 1e-5),
+        ((2, 3, 2, 6), 0.0, 0.1, 0.01),
+    ):
         x = torch.randn(*shape, generator=generator) * scale + shift
         weight = torch.randn(shape[-1], generator=generator) * 0.5 + 1.0
-        cases.append((x, weight, eps))
+        cases.append(Case(x, weight, eps))
     return cases
 
 
-def _rms_norm_mistakes(x: torch.Tensor, weight: torch.Tensor, eps: float) -> dict:
-    """Hint -> what that mistake computes."""
-    mean_square = x.pow(2).mean(-1, keepdim=True)
-    return {
-        "the mean was subtracted (that is LayerNorm; RMSNorm divides x itself by its RMS)": (
-            F.layer_norm(x, x.shape[-1:], eps=eps) * weight
-        ),
-        "eps belongs inside the square root: x / sqrt(mean(x^2) + eps)": (
-            x / (mean_square.sqrt() + eps) * weight
-        ),
-        "the weight (gain g) is missing": x * torch.rsqrt(mean_square + eps),
-        "the mean of squares must run over the last axis (channels), keepdim=True": (
-            x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + eps) * weight
-        ),
-        "the variance (x.var) is not the mean square: RMSNorm does not centre x": (
-            x * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * weight
-        ),
-        "RMS is the square root of the mean square: divide by sqrt(mean(x^2) + eps)": (
-            x / (mean_square + eps) * weight
-        ),
-    }
+def _rms_norm(x, weight, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def _mean_square(x, dim=-1):
+    return x.pow(2).mean(dim, keepdim=True)
+
+
+RMS_NORM_MISTAKES = [
+    (
+        "LayerNorm: the mean was subtracted; RMSNorm divides x itself by its root mean square",
+        lambda x, w, eps: F.layer_norm(x, x.shape[-1:], eps=eps) * w,
+    ),
+    (
+        "x.var(): the variance is not the mean square, RMSNorm does not centre x",
+        lambda x, w, eps: x * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * w,
+    ),
+    (
+        "eps outside the square root; it goes inside: x / sqrt(mean(x^2) + eps)",
+        lambda x, w, eps: x / (_mean_square(x).sqrt() + eps) * w,
+    ),
+    ("the gain weight is missing: multiply by weight", lambda x, w, eps: _rms_norm(x, 1.0, eps)),
+    ("the weight is added; it multiplies", lambda x, w, eps: _rms_norm(x, 1.0, eps) + w),
+    (
+        "the mean square over the time axis (dim=-2); it runs over the channels, the last axis",
+        lambda x, w, eps: x * torch.rsqrt(_mean_square(x, -2) + eps) * w,
+    ),
+    (
+        "one mean square over the whole tensor; take it per position, over the last axis",
+        lambda x, w, eps: x * torch.rsqrt(x.pow(2).mean() + eps) * w,
+    ),
+    (
+        "a division by mean(x^2) + eps without the square root: RMS = sqrt(mean(x^2))",
+        lambda x, w, eps: x / (_mean_square(x) + eps) * w,
+    ),
+    (
+        "a division by the L2 norm ||x||; the RMS is ||x|| / sqrt(C): use the mean, not the sum",
+        lambda x, w, eps: x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w,
+    ),
+    (
+        "the unbiased std (x.std()): RMSNorm neither centres x nor divides by C - 1",
+        lambda x, w, eps: x / (x.std(-1, keepdim=True) + eps) * w,
+    ),
+]
 
 
 def check_rms_norm(rms_norm: Callable) -> bool:
     """Check ``rms_norm(x, weight, eps)`` = ``x / sqrt(mean(x^2, last axis) + eps) * weight``
-    (Zhang & Sennrich 2019, Eq. 4), on two cases of different shapes and eps. Names the
-    mean subtracted, eps outside the root, a missing weight, the wrong axis, the variance for
-    the mean square, and a missing square root."""
-    cases = _rms_norm_cases()
-
-    def attempt() -> str | None:
-        for x, weight, eps in cases:
-            answer = rms_norm(x.clone(), weight.clone(), eps)
-            expected = F.rms_norm(x, x.shape[-1:], weight, eps)
-            problem = compare(answer, expected, name=f"rms_norm(x of shape {tuple(x.shape)})")
-            if problem is None:
-                continue
-            if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-                for hint, wrong in _rms_norm_mistakes(x, weight, eps).items():
-                    if torch.allclose(answer.detach().float(), wrong, atol=1e-5, rtol=1e-5):
-                        return f"{problem}: {hint}"
-            return problem
-        return None
-
-    return run_check("rms_norm", attempt)
+    (Zhang & Sennrich 2019, Eq. 4) for ``x`` of shape ``(..., C)``, on five cases that vary x's
+    shape (2 to 4 axes, T = 1), C, the weight and eps. Names each mistake of
+    :data:`RMS_NORM_MISTAKES` and an eps that is ignored."""
+    return judge(
+        "rms_norm",
+        rms_norm,
+        _rms_norm,
+        _rms_norm_cases(),
+        RMS_NORM_MISTAKES,
+        errors=[(RuntimeError, "size of tensor", "keep the reduced axis: mean(-1, keepdim=True)")],
+    )
 
 
-def _expand_mistakes(k: torch.Tensor, n_heads: int) -> dict:
-    """Hint -> what that mistake computes (same shape as the right answer)."""
-    group = n_heads // k.shape[1]
-    return {
-        "k.repeat tiles the whole stack (k0 k1 k0 k1): query head 1 would read key head 1 "
-        "instead of key head 0; each key head must serve the consecutive query heads of its "
-        "group (k0 k0 k1 k1): repeat_interleave": k.repeat(1, group, 1, 1),
-    }
+# --- grouped-query attention: expanding the key and value heads ----------------------------
+
+_NOTEBOOK_N_KV_HEADS = 2  # the notebook's global: an answer that reads it fails n_kv_heads = 1
+
+
+def _expand_kv_heads(k, n_heads):
+    index = torch.arange(n_heads) // (n_heads // k.shape[1])  # query head i -> key head i // g
+    return k[:, index]
+
+
+def _group(k, n_heads):
+    return n_heads // k.shape[1]
+
+
+EXPAND_KV_HEADS_MISTAKES = [
+    (
+        "k.repeat, which tiles the stack (k0 k1 k0 k1); each key head serves the consecutive "
+        "query heads of its group (k0 k0 k1 k1): use k.repeat_interleave(group, dim=1)",
+        lambda k, h: k.repeat(1, _group(k, h), 1, 1),
+    ),
+    (
+        "n_kv_heads read from the notebook's global (2); take it from the input: k.shape[1]",
+        lambda k, h: k.repeat_interleave(h // _NOTEBOOK_N_KV_HEADS, dim=1),
+    ),
+    (
+        "a fixed group of 2; the group is n_heads // n_kv_heads, from the arguments",
+        lambda k, h: k.repeat_interleave(2, dim=1),
+    ),
+    (
+        "each key head repeated n_heads times; repeat it by the group n_heads // n_kv_heads",
+        lambda k, h: k.repeat_interleave(h, dim=1),
+    ),
+    (
+        "the time axis (dim=2) repeated; the head axis is dim 1 of (B, n_kv_heads, T, d_k)",
+        lambda k, h: k.repeat_interleave(_group(k, h), dim=2),
+    ),
+    (
+        "the expanded (B, n_kv_heads, group, T, d_k) view was not reshaped to (B, n_heads, T, d_k)",
+        lambda k, h: k[:, :, None].expand(-1, -1, _group(k, h), -1, -1),
+    ),
+    ("k returned unchanged: the head axis must grow to n_heads", lambda k, h: k),
+]
+
+
+def _expand_cases() -> list[Case]:
+    """(B, n_kv_heads, T, d_k) and n_heads all varied: groups 2, 3, 4 and 1, n_kv_heads = 1,
+    T = 1."""
+    generator = torch.Generator().manual_seed(16)
+    shapes = [((3, 2, 7, 6), 4), ((2, 2, 5, 4), 6), ((2, 1, 3, 4), 4), ((1, 3, 1, 2), 3)]
+    shapes.append(((2, 4, 3, 5), 8))
+    return [Case(torch.randn(*s, generator=generator), h) for s, h in shapes]
 
 
 def check_expand_kv_heads(expand_kv_heads: Callable) -> bool:
     """Check ``expand_kv_heads(k, n_heads)``: ``(B, n_kv_heads, T, d_k)`` ->
     ``(B, n_heads, T, d_k)``, query head ``i`` getting key head ``i // (n_heads / n_kv_heads)``
-    (Ainslie et al. 2023, §2.2), as ``transformers``' ``repeat_kv``. Two cases: (3, 2, 7, 6)
-    to 4 heads and (2, 2, 5, 4) to 6 heads (catches a hard-coded group). Names ``repeat``
-    (tiled order) and answers with the wrong shape."""
-    generator = torch.Generator().manual_seed(16)
-    cases = [
-        (torch.randn(3, 2, 7, 6, generator=generator), 4),
-        (torch.randn(2, 2, 5, 4, generator=generator), 6),
-    ]
-
-    def attempt() -> str | None:
-        for k, n_heads in cases:
-            answer = expand_kv_heads(k.clone(), n_heads)
-            index = torch.arange(n_heads) // (n_heads // k.shape[1])  # head i -> i // group
-            expected = k[:, index]
-            name = f"expand_kv_heads(k of shape {tuple(k.shape)}, n_heads={n_heads})"
-            problem = compare(answer, expected, name=name)
-            if problem is None:
-                continue
-            if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-                for hint, wrong in _expand_mistakes(k, n_heads).items():
-                    if torch.equal(answer, wrong):
-                        return f"{problem}: {hint}"
-            elif isinstance(answer, torch.Tensor) and answer.shape[1] == k.shape[1]:
-                return f"{problem}: the head axis (dim 1) must grow to n_heads={n_heads}"
-            return problem
-        return None
-
-    return run_check("expand_kv_heads", attempt)
+    (Ainslie et al. 2023, §2.2), as ``transformers``' ``repeat_kv``. Five cases vary the
+    shape, n_kv_heads (1 to 4) and n_heads (3 to 8). Names each mistake of
+    :data:`EXPAND_KV_HEADS_MISTAKES` (``repeat``, a global n_kv_heads, ...)."""
+    return judge(
+        "expand_kv_heads",
+        expand_kv_heads,
+        _expand_kv_heads,
+        _expand_cases(),
+        EXPAND_KV_HEADS_MISTAKES,
+        axes="B n_heads T d_k",
+    )
