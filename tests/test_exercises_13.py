@@ -1,93 +1,132 @@
-"""Checkers of notebook 13 (generation and the KV cache): each accepts the right answer and
-rejects each plausible wrong one with the reason that fits it."""
+"""Checkers of notebook 13 (generation and the KV cache): every catalogued mistake is rejected
+with its own message, right answers written several ways pass, and no answer makes a checker
+fail internally."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from course_utils.exercises import check_append_to_cache, check_new_positions, check_top_p_filter
+from course_utils.exercises.nb13_generation import (
+    APPEND_TO_CACHE_MISTAKES,
+    NEW_POSITIONS_MISTAKES,
+    TOP_P_MISTAKES,
+)
 from course_utils.rotary import apply_rotary_embedding
 from course_utils.sampling import top_p_filter as course_top_p_filter
 
 
 def verdict(checker, function, capsys) -> tuple[bool, str]:
     result = checker(function)
-    return result, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "checker itself failed" not in out, out
+    return result, out
 
 
 def unfinished(*args):
     raise NotImplementedError  # your code here
 
 
+CATALOGUES = [
+    (check_append_to_cache, APPEND_TO_CACHE_MISTAKES),
+    (check_new_positions, NEW_POSITIONS_MISTAKES),
+    (check_top_p_filter, TOP_P_MISTAKES),
+]
+
+
+@pytest.mark.parametrize(
+    ("checker", "message", "wrong"),
+    [(checker, m, w) for checker, mistakes in CATALOGUES for m, w in mistakes],
+    ids=[f"{c.__name__}-{i}" for c, mistakes in CATALOGUES for i in range(len(mistakes))],
+)
+def test_each_catalogued_mistake_is_named(checker, message, wrong, capsys):
+    passed, out = verdict(checker, wrong, capsys)
+    assert not passed and f"looks like {message}" in out, out
+
+
+def test_unfinished_exercises_are_reported_not_raised(capsys):
+    for checker, _ in CATALOGUES:
+        assert verdict(checker, unfinished, capsys)[1].endswith(": not implemented yet\n")
+
+
 # --- append to the cache ---------------------------------------------------------------
 
 
-def test_check_append_to_cache_accepts_a_cat_on_the_time_axis(capsys):
-    def right(cached_k, cached_v, k_new, v_new):
-        return torch.cat([cached_k, k_new], dim=2), torch.cat([cached_v, v_new], dim=2)
-
-    assert verdict(check_append_to_cache, right, capsys) == (True, "✅ append_to_cache: correct\n")
-    negative_axis = lambda ck, cv, k, v: (torch.cat([ck, k], -2), torch.cat([cv, v], -2))  # noqa: E731
-    assert verdict(check_append_to_cache, negative_axis, capsys)[0]
+def _right_cache(ck, cv, k, v):
+    return torch.cat([ck, k], dim=2), torch.cat([cv, v], dim=2)
 
 
-def test_check_append_to_cache_names_each_mistake(capsys):
-    cases = {
-        "join on the time axis, dim=2": lambda ck, cv, k, v: (
-            torch.cat([ck, k], 1),
-            torch.cat([cv, v], 1),
-        ),
-        "keep the cached keys too": lambda ck, cv, k, v: (k, v),
-        "the newest position goes last": lambda ck, cv, k, v: (
-            torch.cat([k, ck], 2),
-            torch.cat([v, cv], 2),
-        ),
-        "keys and values are swapped": lambda ck, cv, k, v: (
-            torch.cat([cv, v], 2),
-            torch.cat([ck, k], 2),
-        ),
-        "values after 5 cached + 1 new differs": lambda ck, cv, k, v: (
-            torch.cat([ck, k], 2),
-            torch.cat([cv, k], 2),  # the new key appended to the values
-        ),
-        "return a pair (keys, values)": lambda ck, cv, k, v: torch.cat([ck, k], 2),
-        "not implemented yet": unfinished,
-    }
-    for reason, wrong in cases.items():
-        ok, out = verdict(check_append_to_cache, wrong, capsys)
-        assert not ok and out.startswith("❌ append_to_cache") and reason in out, (reason, out)
+def _preallocated(ck, cv, k, v):  # a buffer filled by slices, returned as views
+    buffer = torch.empty(2, *ck.shape[:2], ck.shape[2] + k.shape[2], ck.shape[3])
+    buffer[:, :, :, : ck.shape[2]] = torch.stack([ck, cv])
+    buffer[:, :, :, ck.shape[2] :] = torch.stack([k, v])
+    return buffer[0], buffer[1]
+
+
+CACHE_RIGHT = {
+    "cat on dim=2": _right_cache,
+    "cat on dim=-2": lambda ck, cv, k, v: (torch.cat([ck, k], -2), torch.cat([cv, v], -2)),
+    "a list [k, v]": lambda ck, cv, k, v: list(_right_cache(ck, cv, k, v)),
+    "torch.concat in float64": lambda ck, cv, k, v: tuple(
+        torch.concat([a.double(), b.double()], dim=2) for a, b in ((ck, k), (cv, v))
+    ),
+    "a preallocated buffer (views)": _preallocated,
+}
+
+
+@pytest.mark.parametrize("name", CACHE_RIGHT)
+def test_append_to_cache_right_answers_pass(name, capsys):
+    assert verdict(check_append_to_cache, CACHE_RIGHT[name], capsys) == (
+        True,
+        "✅ append_to_cache: correct\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("wrong", "said"),
+    [
+        (lambda ck, cv, k, v: _right_cache(ck, cv, k, v)[::-1], "(values, keys), in another order"),
+        (lambda ck, cv, k, v: torch.cat([ck, k], 2), "should be the tuple (keys, values)"),
+        (lambda ck, cv, k, v: torch.stack([ck, k]), "torch.cat on dim=2"),
+        (lambda ck, cv, k, v: (torch.cat([ck, k], 2),), "has 1 items, expected 2"),
+    ],
+)
+def test_append_to_cache_says_what_else_is_wrong(wrong, said, capsys):
+    passed, out = verdict(check_append_to_cache, wrong, capsys)
+    assert not passed and said in out, out
 
 
 # --- the position of the next token -------------------------------------------------------
 
-
-def test_check_new_positions_accepts_an_arange_from_the_cache_length(capsys):
-    def right(cache_length, n_new):
-        return torch.arange(cache_length, cache_length + n_new)
-
-    assert verdict(check_new_positions, right, capsys) == (True, "✅ new_positions: correct\n")
-
-    def by_addition(cache_length, n_new):  # a correct alternative
-        return cache_length + torch.arange(n_new, dtype=torch.long)
-
-    assert verdict(check_new_positions, by_addition, capsys)[0]
+POSITIONS_RIGHT = {
+    "arange": lambda c, n: torch.arange(c, c + n),
+    "addition": lambda c, n: c + torch.arange(n, dtype=torch.long),
+    "from a list": lambda c, n: torch.tensor(list(range(c, c + n))),
+    "a view of a longer arange": lambda c, n: torch.arange(c + n + 5)[c : c + n],
+}
 
 
-def test_check_new_positions_names_each_mistake(capsys):
-    cases = {
-        "starts again at 0: add the cache length": lambda c, n: torch.arange(n),
-        "one too far": lambda c, n: torch.arange(c + 1, c + n + 1),
-        "has dtype torch.float32": lambda c, n: torch.arange(c, c + n, dtype=torch.float32),
-        "has dtype torch.int32; positions are int64": lambda c, n: torch.arange(
-            c, c + n, dtype=torch.int32
-        ),
-        "should be a torch.Tensor": lambda c, n: list(range(c, c + n)),
-        "has shape (1,), expected (5,)": lambda c, n: torch.tensor([c]),
-        "not implemented yet": unfinished,
-    }
-    for reason, wrong in cases.items():
-        ok, out = verdict(check_new_positions, wrong, capsys)
-        assert not ok and out.startswith("❌ new_positions") and reason in out, (reason, out)
+@pytest.mark.parametrize("name", POSITIONS_RIGHT)
+def test_new_positions_right_answers_pass(name, capsys):
+    assert verdict(check_new_positions, POSITIONS_RIGHT[name], capsys) == (
+        True,
+        "✅ new_positions: correct\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("wrong", "said"),
+    [
+        (lambda c, n: list(range(c, c + n)), "should be a torch.Tensor, got a list"),
+        (lambda c, n: torch.tensor([c, c]), "has shape (2,), expected (T_new) = (5)"),
+        (lambda c, n: torch.tensor([c]), "what n_new=1 gives"),
+        (lambda c, n: torch.arange(7, 7 + n), "what cache_length=7 gives"),
+    ],
+)
+def test_new_positions_says_what_else_is_wrong(wrong, said, capsys):
+    passed, out = verdict(check_new_positions, wrong, capsys)
+    assert not passed and said in out, out
 
 
 def test_the_positions_rotate_a_new_key_like_the_full_sequence():
@@ -110,52 +149,62 @@ def _right_top_p(logits, p):
     return logits.masked_fill(remove, float("-inf"))
 
 
-def test_check_top_p_filter_accepts_the_course_s_and_a_hand_written_filter(capsys):
-    assert verdict(check_top_p_filter, course_top_p_filter, capsys) == (
-        True,
-        "✅ top_p_filter: correct\n",
-    )
-    assert verdict(check_top_p_filter, _right_top_p, capsys)[0]
-
-
-def _inclusive(logits, p):  # the classic bug: the token that crosses p is dropped
-    probabilities, order = torch.softmax(logits, -1).sort(dim=-1, descending=True)
-    remove = probabilities.cumsum(-1) > p
+def _ascending_like_transformers(logits, p):  # HF's TopPLogitsWarper: ascending, <= 1 - p
+    probabilities, order = torch.softmax(logits, -1).sort(dim=-1, descending=False)
+    remove = probabilities.cumsum(-1) <= 1 - p
+    remove[..., -1] = False  # always keep the most likely token
     return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
 
 
-def _strict(logits, p):  # right except on a tie: keeps the token after a mass of exactly p
-    probabilities, order = torch.softmax(logits, -1).sort(dim=-1, descending=True)
-    before = probabilities.cumsum(-1) - probabilities
-    return logits.masked_fill((before > p).scatter(-1, order, before > p), float("-inf"))
+def _per_row(logits, p):  # one row at a time, with argsort and an inverse permutation
+    rows = []
+    for row in logits:
+        order = row.argsort(descending=True)
+        probabilities = torch.softmax(row, -1)[order]
+        keep_sorted = probabilities.cumsum(0) - probabilities < p
+        keep = torch.empty_like(keep_sorted)
+        keep[order] = keep_sorted
+        rows.append(torch.where(keep, row, torch.tensor(float("-inf"))))
+    return torch.stack(rows)
 
 
-def _vocabulary_order(logits, p):  # cumulative sum without sorting first
-    probabilities = torch.softmax(logits, -1)
-    remove = probabilities.cumsum(-1) - probabilities >= p
-    return logits.masked_fill(remove, float("-inf"))
+TOP_P_RIGHT = {
+    "the course's": course_top_p_filter,
+    "by hand": _right_top_p,
+    "ascending sort with <= 1 - p (transformers)": _ascending_like_transformers,
+    "one row at a time": _per_row,
+    "float64": lambda x, p: _right_top_p(x.double(), p),
+    "a non-contiguous view": lambda x, p: _right_top_p(x.T.contiguous().T, p),
+}
 
 
-def _left_sorted(logits, p):
-    filtered = _right_top_p(logits, p)
-    return filtered.sort(dim=-1, descending=True).values
+@pytest.mark.parametrize("name", TOP_P_RIGHT)
+def test_top_p_right_answers_pass(name, capsys):
+    assert verdict(check_top_p_filter, TOP_P_RIGHT[name], capsys) == (
+        True,
+        "✅ top_p_filter: correct\n",
+    )
 
 
-def test_check_top_p_filter_names_each_mistake(capsys):
-    cases = {
-        "sets removed logits to 0; use -inf": lambda x, p: (
-            _right_top_p(x, p).clamp_min(0) * (_right_top_p(x, p) != float("-inf"))
-        ),
-        "sets removed logits to -1e+09": lambda x, p: _right_top_p(x, p).clamp_min(-1e9),
-        "returned probabilities": lambda x, p: torch.softmax(_right_top_p(x, p), -1),
-        "is in sorted order": _left_sorted,
-        "keep the token that makes the mass reach p": _inclusive,
-        "remove where that mass is >= p, not > p": _strict,
-        "sum the probabilities in decreasing order": _vocabulary_order,
-        "the kept logits": lambda x, p: _right_top_p(x, p) / 2.0,
-        "has shape": lambda x, p: _right_top_p(x, p)[:, :-1],
-        "not implemented yet": unfinished,
-    }
-    for reason, wrong in cases.items():
-        ok, out = verdict(check_top_p_filter, wrong, capsys)
-        assert not ok and out.startswith("❌ top_p_filter") and reason in out, (reason, out)
+@pytest.mark.parametrize(
+    ("wrong", "said"),
+    [
+        (lambda x, p: _right_top_p(x, 0.9), "what p=0.9 gives"),
+        (lambda x, p: _right_top_p(x, p) / 2.0, "differs by up to"),
+        (lambda x, p: _right_top_p(x, p)[:, :-1], "has shape"),
+        (lambda x, p: _right_top_p(x, p).numpy(), "torch.from_numpy"),
+    ],
+)
+def test_top_p_says_what_else_is_wrong(wrong, said, capsys):
+    passed, out = verdict(check_top_p_filter, wrong, capsys)
+    assert not passed and said in out, out
+
+
+def test_top_p_names_the_strict_and_the_inclusive_comparisons(capsys):
+    def inclusive_strict(logits, p):  # cumsum > p: drops the crossing token too
+        probabilities, order = torch.softmax(logits, -1).sort(dim=-1, descending=True)
+        remove = probabilities.cumsum(-1) > p
+        return logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+
+    passed, out = verdict(check_top_p_filter, inclusive_strict, capsys)
+    assert not passed and "the token that makes the mass reach p dropped" in out, out

@@ -1,4 +1,8 @@
-"""Checkers for notebook 13: generating text, and the KV cache."""
+"""Checkers for notebook 13: generating text, and the KV cache.
+
+Written with :func:`course_utils.exercises.judge.judge`: each checker varies every argument,
+and names the mistake of its catalogue that the answer makes.
+"""
 
 from __future__ import annotations
 
@@ -6,175 +10,274 @@ from collections.abc import Callable
 
 import torch
 
-from course_utils.exercises.core import compare, run_check
-from course_utils.sampling import top_p_filter
+from course_utils.exercises.difference import Tolerance
+from course_utils.exercises.judge import Case, judge
+
+# --- appending to the KV cache ---------------------------------------------------------------
 
 
-def _cache_case(seed: int, cached: int, new: int = 1):
-    generator = torch.Generator().manual_seed(seed)
+def _cache_cases() -> list[Case]:
+    """B, h, T_cached (0: the prompt), T_new and d_k all varied; one head; T_new = 1."""
+    generator = torch.Generator().manual_seed(1)
+    cases = []
+    for b, h, cached, new, d_k in (
+        (2, 3, 5, 1, 8),
+        (1, 2, 0, 4, 6),
+        (3, 1, 9, 2, 4),
+        (2, 4, 1, 1, 2),
+    ):
+        draw = [torch.randn(b, h, t, d_k, generator=generator) for t in (cached, cached, new, new)]
+        cases.append(Case(*draw))
+    return cases
 
-    def draw(t: int) -> torch.Tensor:
-        return torch.randn(2, 3, t, 8, generator=generator)  # (B, h, T, d_k), all sizes differ
 
-    return draw(cached), draw(cached), draw(new), draw(new)
+def _append(cached_k, cached_v, k_new, v_new):
+    # (B, h, T_cached, d_k) + (B, h, T_new, d_k) -> (B, h, T_cached + T_new, d_k)
+    return torch.cat([cached_k, k_new], dim=2), torch.cat([cached_v, v_new], dim=2)
+
+
+APPEND_TO_CACHE_MISTAKES = [
+    (
+        "the new keys and values put first; the newest position goes last: "
+        "torch.cat([cached, new], dim=2)",
+        lambda ck, cv, k, v: (torch.cat([k, ck], dim=2), torch.cat([v, cv], dim=2)),
+    ),
+    (
+        "a cache that forgets the earlier tokens: keep the cached keys and values, then the new",
+        lambda ck, cv, k, v: (k, v),
+    ),
+    (
+        "the old cache returned unchanged: append the new keys and values",
+        lambda ck, cv, k, v: (ck, cv),
+    ),
+    (
+        "the new values appended to the keys (and the keys to the values)",
+        lambda ck, cv, k, v: (torch.cat([ck, v], dim=2), torch.cat([cv, k], dim=2)),
+    ),
+    (
+        "a join on the head axis (dim=1); the cache grows on the time axis, dim=2 of "
+        "(B, h, T, d_k)",
+        lambda ck, cv, k, v: (torch.cat([ck, k], dim=1), torch.cat([cv, v], dim=1)),
+    ),
+    (
+        "a join on the last axis (d_k); the cache grows on the time axis, dim=2 of (B, h, T, d_k)",
+        lambda ck, cv, k, v: (torch.cat([ck, k], dim=-1), torch.cat([cv, v], dim=-1)),
+    ),
+]
 
 
 def check_append_to_cache(append_to_cache: Callable) -> bool:
     """Check ``append_to_cache(cached_k, cached_v, k_new, v_new) -> (k, v)``: the new keys and
     values go *after* the cached ones on the time axis, ``(B, h, T_cached + T_new, d_k)``.
 
-    Tried with 5 cached tokens and 1 new one, 0 cached and 4 new (the prompt), and 9 cached
-    and 2 new. Names the wrong axis, new entries put first, keys and values swapped, and a
-    cache that forgets the earlier tokens.
+    Four cases vary B, h (one head included), T_cached (0, the prompt, to 9), T_new and d_k.
+    A list ``[k, v]`` is accepted (the text says "the keys and values"). Names each mistake of
+    :data:`APPEND_TO_CACHE_MISTAKES` and keys and values swapped.
     """
-    cases = [_cache_case(1, 5), _cache_case(2, 0, 4), _cache_case(3, 9, 2)]
-
-    def attempt() -> str | None:
-        for cached_k, cached_v, k_new, v_new in cases:
-            try:
-                answer = append_to_cache(cached_k.clone(), cached_v.clone(), k_new, v_new)
-            except NotImplementedError:
-                raise  # run_check reports "not implemented yet"
-            except RuntimeError as error:  # e.g. torch.cat on an axis where the sizes differ
-                return (
-                    f"raised RuntimeError: {error} The cached and new keys differ only in the "
-                    "time axis: join on the time axis, dim=2 of (B, h, T, d_k)"
-                )
-            if not isinstance(answer, tuple) or len(answer) != 2:
-                return f"return a pair (keys, values), got {type(answer).__name__}"
-            keys, values = answer
-            expected_k = torch.cat([cached_k, k_new], dim=2)  # (B, h, T_cached + T_new, d_k)
-            expected_v = torch.cat([cached_v, v_new], dim=2)
-            name = f"keys after {cached_k.shape[2]} cached + {k_new.shape[2]} new"
-            if isinstance(keys, torch.Tensor) and keys.shape != expected_k.shape:
-                if keys.shape == k_new.shape:
-                    return f"{name} have shape {tuple(keys.shape)}: keep the cached keys too"
-                return (
-                    f"{name} have shape {tuple(keys.shape)}, expected "
-                    f"{tuple(expected_k.shape)} (B, h, T, d_k): join on the time axis, dim=2"
-                )
-            if isinstance(keys, torch.Tensor) and cached_k.shape[2] and k_new.shape[2]:
-                if torch.equal(keys, torch.cat([k_new, cached_k], dim=2)):
-                    return f"{name} put the new keys first; the newest position goes last"
-                if torch.equal(keys, expected_v) and torch.equal(values, expected_k):
-                    return "keys and values are swapped"
-            problem = compare(keys, expected_k, name=name) or compare(
-                values, expected_v, name=name.replace("keys", "values")
+    return judge(
+        "append_to_cache",
+        append_to_cache,
+        _append,
+        _cache_cases(),
+        APPEND_TO_CACHE_MISTAKES,
+        axes=("keys", "values"),
+        errors=[
+            (
+                RuntimeError,
+                "[Ss]izes of tensors must match|stack expects",
+                "the cached and new keys differ only in the time axis: torch.cat on dim=2 of "
+                "(B, h, T, d_k)",
             )
-            if problem is not None:
-                return problem
-        return None
+        ],
+    )
 
-    return run_check("append_to_cache", attempt)
+
+# --- the positions of the new tokens ----------------------------------------------------------
+
+
+def _new_positions(cache_length, n_new):
+    return torch.arange(cache_length, cache_length + n_new)
+
+
+NEW_POSITIONS_MISTAKES = [
+    (
+        "counting from 0 again, so the new tokens sit where the first ones were: add the cache "
+        "length, the new tokens come after the cached ones",
+        lambda c, n: torch.arange(n),
+    ),
+    (
+        "one too far: positions count from 0, so after c cached tokens the next is at c",
+        lambda c, n: torch.arange(c + 1, c + n + 1),
+    ),
+    (
+        "one too early: after c cached tokens the next is at c",
+        lambda c, n: torch.arange(c - 1, c + n - 1),
+    ),
+    (
+        "torch.arange(cache_length, n_new): the end is cache_length + n_new (arange's end is "
+        "exclusive)",
+        lambda c, n: torch.arange(c, n),
+    ),
+    (
+        "every position from 0; only the n_new new tokens are fed: arange(c, c + n_new)",
+        lambda c, n: torch.arange(c + n),
+    ),
+    ("the last position only; one position per new token", lambda c, n: torch.tensor([c + n - 1])),
+    (
+        "int32 positions; positions are int64 (torch.long), the dtype of token ids and of "
+        "torch.arange's default",
+        lambda c, n: torch.arange(c, c + n, dtype=torch.int32),
+    ),
+    (
+        "float positions; positions are int64 (torch.long), the dtype of torch.arange(c, c + n)",
+        lambda c, n: torch.arange(c, c + n, dtype=torch.float32),
+    ),
+]
 
 
 def check_new_positions(new_positions: Callable) -> bool:
     """Check ``new_positions(cache_length, n_new)``: the positions of the tokens fed to a
-    cached forward, an int64 tensor ``cache_length, ..., cache_length + n_new - 1``.
+    cached forward, an int64 tensor ``cache_length, ..., cache_length + n_new - 1``. Five
+    cases vary both arguments (an empty cache, one new token). Names each mistake of
+    :data:`NEW_POSITIONS_MISTAKES`."""
+    cases = [Case(0, 5), Case(7, 1), Case(63, 1), Case(12, 3), Case(1, 2)]
+    return judge(
+        "new_positions",
+        new_positions,
+        _new_positions,
+        cases,
+        NEW_POSITIONS_MISTAKES,
+        axes="T_new",
+        tolerance=Tolerance(exact_dtype=True),
+    )
 
-    Names the classic mistake (counting from 0 again, so every new token sits at position 0),
-    the off-by-one (positions are 0-based: after 7 cached tokens the next one is at 7) and
-    another integer dtype (int32) than int64.
-    """
-    cases = [(0, 5), (7, 1), (63, 1), (12, 3)]
 
-    def attempt() -> str | None:
-        for cache_length, n_new in cases:
-            answer = new_positions(cache_length, n_new)
-            expected = torch.arange(cache_length, cache_length + n_new)
-            name = f"new_positions({cache_length}, {n_new})"
-            if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-                if cache_length and torch.equal(answer.long(), torch.arange(n_new)):
-                    return (
-                        f"{name} = {answer.tolist()} starts again at 0: add the cache length, "
-                        "the new tokens come after the cached ones"
-                    )
-                if torch.equal(answer.long(), expected + 1):
-                    return (
-                        f"{name} = {answer.tolist()} is one too far: positions count from 0, "
-                        f"so after {cache_length} cached tokens the next is at {cache_length}"
-                    )
-            problem = compare(answer, expected, name=name)
-            if problem is not None:
-                return problem
-            if answer.dtype != torch.int64:
-                return (
-                    f"{name} has dtype {answer.dtype}; positions are int64 (torch.long), the "
-                    "dtype of the token ids and of torch.arange's default"
-                )
-        return None
+# --- top-p (nucleus) filtering ------------------------------------------------------------------
 
-    return run_check("new_positions", attempt)
+
+def _removed(logits, p, *, descending=True, strict=False, inclusive=False, dim=-1):
+    """The sorted-order mask of the tokens top-p removes, and the sort order; the keywords
+    make the known mistakes (ascending sort, ``>`` for ``>=``, the crossing token dropped)."""
+    probabilities, order = torch.softmax(logits, dim=dim).sort(dim=-1, descending=descending)
+    mass = probabilities.cumsum(-1) if inclusive else probabilities.cumsum(-1) - probabilities
+    return (mass > p if strict else mass >= p), order
+
+
+def _top_p(logits, p, *, back="scatter", fill=float("-inf"), **mistake):
+    remove_sorted, order = _removed(logits, p, **mistake)  # (B, V) in sorted order
+    if back == "sorted":  # the mistake: the result left in sorted order
+        return logits.sort(dim=-1, descending=True).values.masked_fill(remove_sorted, fill)
+    if back == "gather":  # the mistake: gather where scatter puts each token back
+        return logits.masked_fill(remove_sorted.gather(-1, order), fill)
+    if back == "none":  # the mistake: the sorted-order mask used in vocabulary order
+        return logits.masked_fill(remove_sorted, fill)
+    return logits.masked_fill(remove_sorted.scatter(-1, order, remove_sorted), fill)
+
+
+def _vocabulary_order(logits, p):
+    probabilities = torch.softmax(logits, dim=-1)  # (B, V), never sorted: the mistake
+    return logits.masked_fill(probabilities.cumsum(-1) - probabilities >= p, float("-inf"))
+
+
+def _remove_mask(logits, p):
+    return _top_p(logits, p) == float("-inf")
+
+
+TOP_P_MISTAKES = [
+    (
+        "an ascending sort: top-p keeps the most likely tokens, sort(descending=True)",
+        lambda x, p: _top_p(x, p, descending=False),
+    ),
+    (
+        "the boolean mask of the removed tokens returned; return the logits with those set to "
+        "-inf: logits.masked_fill(remove, float('-inf'))",
+        _remove_mask,
+    ),
+    (
+        "the boolean mask of the kept tokens returned; return the filtered logits",
+        lambda x, p: ~_remove_mask(x, p),
+    ),
+    (
+        "removed logits set to 0; use -inf, so their probability is exactly 0 (a logit of 0 "
+        "is still a likely token)",
+        lambda x, p: _top_p(x, p, fill=0.0),
+    ),
+    (
+        "removed logits set to -1e9 (or similar); the exercise asks for -inf",
+        lambda x, p: _top_p(x, p, fill=-1e9),
+    ),
+    (
+        "probabilities returned; return the filtered logits",
+        lambda x, p: torch.softmax(_top_p(x, p), dim=-1),
+    ),
+    (
+        "the probabilities of the kept tokens returned (zero elsewhere); return the filtered "
+        "logits, -inf where removed",
+        lambda x, p: torch.softmax(x, dim=-1).masked_fill(_remove_mask(x, p), 0.0),
+    ),
+    (
+        "the result left in sorted order; put each logit back at its token's index (scatter)",
+        lambda x, p: _top_p(x, p, back="sorted"),
+    ),
+    (
+        "the sorted-order mask put back with gather; scatter(-1, order, mask) undoes the sort",
+        lambda x, p: _top_p(x, p, back="gather"),
+    ),
+    (
+        "the sorted-order mask applied in vocabulary order; scatter it back first",
+        lambda x, p: _top_p(x, p, back="none"),
+    ),
+    (
+        "the cumulative sum taken in vocabulary order; sort the probabilities in decreasing "
+        "order first, so the most likely tokens are counted first",
+        _vocabulary_order,
+    ),
+    (
+        "the token that makes the mass reach p dropped (a cumsum > p or >= p that counts the "
+        "token itself): remove a token only when the mass *before* it is already >= p "
+        "(cumsum - probabilities)",
+        lambda x, p: _top_p(x, p, inclusive=True),
+    ),
+    (
+        "a strict '>' that keeps one token too many when the mass lands exactly on p: the set "
+        "is complete when the mass before a token is >= p",
+        lambda x, p: _top_p(x, p, strict=True),
+    ),
+    (
+        "a softmax over the batch axis (dim=0); the probabilities are over the vocabulary, the "
+        "last axis",
+        lambda x, p: _top_p(x, p, dim=0),
+    ),
+]
+
+
+def _top_p_cases() -> list[Case]:
+    """Different logits for each p; B and V varied (B = 1, V = 2); p from 0.05 to 1.0; a case
+    where the mass lands exactly on p (probabilities 1/2, 1/4, 1/8, 1/8 are exact in float32,
+    so a strict '>' keeps three tokens where two reach p = 0.75)."""
+    generator = torch.Generator().manual_seed(13)
+    cases = [
+        Case(torch.randn(b, v, generator=generator) * 2.0, p)
+        for b, v, p in ((4, 17, 0.9), (3, 11, 0.5), (2, 9, 0.05), (1, 13, 1.0), (2, 2, 0.6))
+    ]
+    exact = torch.tensor([[0.125, 0.5, 0.125, 0.25], [0.25, 0.125, 0.5, 0.125]]).log()
+    return [*cases, Case(exact, 0.75)]
 
 
 def check_top_p_filter(top_p_filter_answer: Callable) -> bool:
     """Check ``top_p_filter(logits, p)``: logits ``(B, V)``; keep the smallest set of most
-    likely tokens whose probability reaches ``p`` (always at least one), the rest ``-inf``.
+    likely tokens whose probability reaches ``p`` (always at least one), the rest ``-inf``,
+    every logit at its token's index (Holtzman et al. 2020, §3.1).
 
-    Names: removed entries set to 0, probabilities returned instead of logits, the result
-    left in sorted order, the token that crosses ``p`` dropped (too few kept), a strict ``>``
-    that keeps one token too many when the mass lands exactly on ``p`` (a case tests it), and
-    a cumulative sum taken in vocabulary order instead of sorted order.
+    Six cases vary B, V, the logits and p (0.05 to 1.0, and a mass exactly at p). Names each
+    mistake of :data:`TOP_P_MISTAKES` (an ascending sort, a boolean mask returned, ...) and a
+    p that is ignored.
     """
-    generator = torch.Generator().manual_seed(13)
-    logits = torch.randn(4, 17, generator=generator) * 2.0
-    # Probabilities 1/2, 1/4, 1/8, 1/8 are exact in float32, so the mass reaches p = 0.75
-    # exactly after two tokens: the smallest set is those two, and a strict ">" keeps three.
-    exact = torch.tensor([[0.125, 0.5, 0.125, 0.25]]).log()
-    cases = [(logits, 0.9), (logits, 0.5), (logits, 0.05), (logits[:1], 1.0), (exact, 0.75)]
-
-    def attempt() -> str | None:
-        for case, p in cases:
-            answer = top_p_filter_answer(case.clone(), p)
-            expected = top_p_filter(case, p)
-            name = f"top_p_filter(logits of shape {tuple(case.shape)}, p={p})"
-            if not isinstance(answer, torch.Tensor) or answer.shape != expected.shape:
-                return compare(answer, expected, name=name)
-            answer = answer.detach()
-            removed = expected == float("-inf")
-            if (answer >= 0).all() and torch.allclose(answer.sum(-1), torch.ones(len(answer))):
-                return f"{name} returned probabilities; return filtered logits"
-            if removed.any() and torch.isfinite(answer[removed]).all():
-                value = answer[removed][0].item()
-                return f"{name} sets removed logits to {value:g}; use -inf (probability exactly 0)"
-            if torch.equal(answer, expected.sort(dim=-1, descending=True).values):
-                return f"{name} is in sorted order; put each logit back at its token's index"
-            problem = compare(answer == float("-inf"), removed, name=f"{name}'s -inf mask")
-            if problem is not None:
-                kept, expected_kept = (answer != float("-inf")).sum(-1), (~removed).sum(-1)
-                if torch.equal(answer == float("-inf"), _strict_mask(case, p)):
-                    return (
-                        f"{name} keeps {kept.tolist()} tokens per row, expected "
-                        f"{expected_kept.tolist()}: when the mass before a token already equals "
-                        "p, the set is complete; remove where that mass is >= p, not > p"
-                    )
-                masks = _crossing_dropped(case, p)
-                if any(torch.equal(answer == float("-inf"), m) for m in masks):
-                    return (
-                        f"{name} keeps {kept.tolist()} tokens per row, expected "
-                        f"{expected_kept.tolist()}: keep the token that makes the mass reach p "
-                        "(remove a token only when the mass *before* it is already >= p)"
-                    )
-                return problem + " (sum the probabilities in decreasing order)"
-            problem = compare(answer.masked_fill(removed, 0.0), expected.masked_fill(removed, 0.0))
-            if problem is not None:
-                return f"the kept logits of {name} changed: {problem}"
-        return None
-
-    return run_check("top_p_filter", attempt)
-
-
-def _strict_mask(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """The -inf mask of top-p with a strict ``>``: a token is removed only when the mass before
-    it exceeds p, so on a mass exactly at p one token too many is kept."""
-    probabilities, order = torch.softmax(logits, -1).sort(dim=-1, descending=True)
-    before = probabilities.cumsum(-1) - probabilities
-    return (before > p).scatter(-1, order, before > p)
-
-
-def _crossing_dropped(logits: torch.Tensor, p: float) -> list[torch.Tensor]:
-    """The -inf masks of the usual wrong top-p: removing where the *inclusive* cumulative
-    probability exceeds p (``>`` or ``>=``), which also drops the token that crosses p."""
-    probabilities, order = torch.softmax(logits, -1).sort(dim=-1, descending=True)
-    mass = probabilities.cumsum(-1)
-    return [m.scatter(-1, order, m) for m in (mass > p, mass >= p)]
+    return judge(
+        "top_p_filter",
+        top_p_filter_answer,
+        _top_p,
+        _top_p_cases(),
+        TOP_P_MISTAKES,
+        axes="B V",
+    )
