@@ -88,6 +88,17 @@ class KVCache:
                 f"and {len(self.values)}; start with KVCache()"
             )
 
+    def _check_still_paired(self) -> None:
+        """ValueError when keys and values no longer match layer by layer (one list was
+        reset or edited alone): the other would hold stale tokens."""
+        self._check_one_per_layer()
+        for layer, (k, v) in enumerate(zip(self.keys, self.values)):
+            if k.shape[2] != v.shape[2]:
+                raise ValueError(
+                    f"layer {layer} caches {k.shape[2]} keys but {v.shape[2]} values: keys "
+                    "and values were changed apart; reset both (or start a new KVCache())"
+                )
+
     def __len__(self) -> int:
         """T_cached: the number of tokens whose keys and values are stored."""
         return self.keys[0].shape[2] if self.keys else 0
@@ -106,10 +117,12 @@ class KVCache:
 
         Raises:
             TypeError: ``layer`` is not an int, ``k`` or ``v`` is not a tensor.
-            ValueError: ``layer`` skips a layer, the shapes do not match the cache, or ``k``
-                and ``v`` differ from each other or from the cache in dtype or device.
+            ValueError: ``layer`` skips a layer, the shapes do not match the cache, ``k``
+                and ``v`` differ from each other or from the cache in dtype or device, or
+                the cache's keys and values no longer pair up (one list reset alone).
         """
         layer = check_int(layer, "layer", minimum=0, why="the block index")
+        self._check_still_paired()
         self._check_new(layer, check_tensor(k, "k"), check_tensor(v, "v"))
         self._check_in_order(layer)
         if layer == len(self.keys):  # the first step of this layer

@@ -110,7 +110,7 @@ class CourseEncoding(tiktoken.Encoding):
             raise self._missing(ids)
 
     def encode(self, text: str, **kwargs) -> list[int]:
-        text = check_text(text, "text")
+        text = check_encodable(check_text(text, "text"))
         try:
             return super().encode(text, **kwargs)
         except ValueError as error:
@@ -132,7 +132,7 @@ class CourseEncoding(tiktoken.Encoding):
         ) from None
 
     def encode_ordinary(self, text: str) -> list[int]:
-        return super().encode_ordinary(check_text(text, "text"))
+        return super().encode_ordinary(check_encodable(check_text(text, "text")))
 
     def encode_batch(self, text: list[str], **kwargs) -> list[list[int]]:
         return super().encode_batch(_text_batch(text, "encode_batch"), **kwargs)
@@ -162,6 +162,30 @@ def _text_batch(text: object, method: str) -> object:
             f"text must be a list of str for {method}, got {type(text).__name__}; decode it "
             f'first: [text.decode("utf-8")]'
         )
+    for i, item in enumerate(text if isinstance(text, list | tuple) else ()):
+        if isinstance(item, str):
+            check_encodable(item, f"text[{i}]")
+    return text
+
+
+def check_encodable(text: str, name: str = "text") -> str:
+    """``text`` unchanged, or ValueError when it holds a lone surrogate (U+D800..U+DFFF).
+
+    Such a str is not valid Unicode and has no UTF-8 bytes; tiktoken would replace it with
+    U+FFFD without a word, so decode(encode(text)) would not give the text back.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        char = text[error.start]
+        raise ValueError(
+            f"{name} holds a lone surrogate U+{ord(char):04X} at index {error.start}, which is "
+            "not valid Unicode and has no UTF-8 bytes (tiktoken would silently replace it with "
+            "U+FFFD, so the round trip would not give the text back); repair the text where it "
+            "was made (a surrogate pair split apart, or bytes decoded with "
+            "errors='surrogateescape'), or replace it on purpose: "
+            "text.encode('utf-8', 'replace').decode('utf-8')"
+        ) from None
     return text
 
 

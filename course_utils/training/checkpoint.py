@@ -163,10 +163,11 @@ def load_checkpoint(
     _check_is_checkpoint(state, path)
     _verify_checksum(state, path)
     _check_known_fields(state["model_config"], path)
+    if model is not None:  # first: a different config (vocab_size, say) is named as such
+        _check_config_matches(state["model_config"], model, path)
     if optimizer is not None and state.get("optimizer") is not None:
         _check_optimizer_matches(state["optimizer"], optimizer, path)
     if model is not None:
-        _check_config_matches(state["model_config"], model, path)
         model.load_state_dict(state["model"])
     if optimizer is not None and state.get("optimizer") is not None:
         optimizer.load_state_dict(state["optimizer"])
