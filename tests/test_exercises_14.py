@@ -1,5 +1,5 @@
-"""Checkers of notebook 14 accept a right answer and reject each plausible wrong one, for the
-right reason (each mistake alone)."""
+"""Checkers of notebook 14: every catalogued mistake is rejected with its own message, right
+answers written several ways pass, and no answer makes a checker fail internally."""
 
 from __future__ import annotations
 
@@ -7,198 +7,160 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from course_utils.attention import merge_heads, split_heads
 from course_utils.exercises import check_cross_attention, check_encoder_decoder_masks
+from course_utils.exercises.nb14_encoder_decoder import (
+    CROSS_ATTENTION_MISTAKES,
+    ENCODER_DECODER_MASKS_MISTAKES,
+)
 
 
-def _cross(x, memory, w_q, w_k, w_v, n_heads, memory_mask, *, kv_from="memory", causal=False,
-           padding=True, inverted=False, scale=True, q_from="x", softmax_dim=-1):  # fmt: skip
-    sources = {"x": x, "memory": memory}
-    q = split_heads(w_q(sources[q_from]), n_heads)
-    k = split_heads(w_k(sources[kv_from]), n_heads)
-    v = split_heads(w_v(sources[kv_from]), n_heads)
-    scores = q @ k.transpose(-2, -1)
-    if scale:
-        scores = scores / math.sqrt(q.shape[-1])
-    t_q, t_k = scores.shape[-2:]
-    keep = torch.ones(scores.shape, dtype=torch.bool)
-    if padding and t_k == memory_mask.shape[1]:
-        real = ~memory_mask if inverted else memory_mask
-        keep = keep & real[:, None, None, :]
-    if causal:
-        keep = keep & torch.ones(t_q, t_k, dtype=torch.bool).tril()
-    weights = scores.masked_fill(~keep, float("-inf")).softmax(dim=softmax_dim).nan_to_num(0.0)
+def verdict(checker, function, capsys) -> tuple[bool, str]:
+    result = checker(function)
+    out = capsys.readouterr().out
+    assert "checker itself failed" not in out, out
+    return result, out
+
+
+CATALOGUES = [
+    (check_cross_attention, CROSS_ATTENTION_MISTAKES),
+    (check_encoder_decoder_masks, ENCODER_DECODER_MASKS_MISTAKES),
+]
+
+
+@pytest.mark.parametrize(
+    ("checker", "message", "wrong"),
+    [(checker, m, w) for checker, mistakes in CATALOGUES for m, w in mistakes],
+    ids=[f"{c.__name__}-{i}" for c, mistakes in CATALOGUES for i in range(len(mistakes))],
+)
+def test_each_catalogued_mistake_is_named(checker, message, wrong, capsys):
+    passed, out = verdict(checker, wrong, capsys)
+    assert not passed and f"looks like {message}" in out, out
+
+
+def test_unfinished_exercises_are_reported_not_raised(capsys):
+    def unfinished(*args):
+        raise NotImplementedError
+
+    for checker, _ in CATALOGUES:
+        assert verdict(checker, unfinished, capsys)[1].endswith(": not implemented yet\n")
+
+
+# --- cross-attention ------------------------------------------------------------------------
+
+
+def _right(x, memory, w_q, w_k, w_v, n_heads, memory_mask):
+    q = split_heads(w_q(x), n_heads)  # (B, h, T_tgt, d_k)
+    k, v = split_heads(w_k(memory), n_heads), split_heads(w_v(memory), n_heads)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, T_tgt, T_src)
+    weights = scores.masked_fill(~memory_mask[:, None, None, :], float("-inf")).softmax(-1)
     return merge_heads(weights @ v), weights
 
 
-def test_cross_attention_right_answer_passes(capsys):
-    assert check_cross_attention(_cross)
-    assert "✅" in capsys.readouterr().out
+def _einsum_and_where(x, memory, w_q, w_k, w_v, n_heads, memory_mask):
+    b, t_tgt, c = x.shape
+    d_k = c // n_heads
+    q = w_q(x).view(b, t_tgt, n_heads, d_k)  # (B, T_tgt, h, d_k)
+    k = w_k(memory).view(b, -1, n_heads, d_k)
+    v = w_v(memory).view(b, -1, n_heads, d_k)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) * d_k**-0.5
+    scores = torch.where(memory_mask[:, None, None, :], scores, torch.tensor(-1e30))
+    weights = F.softmax(scores, dim=-1)
+    out = torch.einsum("bhqk,bkhd->bqhd", weights, v).reshape(b, t_tgt, c)
+    return out, weights
+
+
+def _sdpa(x, memory, w_q, w_k, w_v, n_heads, memory_mask):  # PyTorch's kernel for the output
+    q, k, v = (split_heads(w(s), n_heads) for w, s in ((w_q, x), (w_k, memory), (w_v, memory)))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=memory_mask[:, None, None, :])
+    return merge_heads(out), _right(x, memory, w_q, w_k, w_v, n_heads, memory_mask)[1]
+
+
+CROSS_RIGHT = {
+    "by hand": _right,
+    "einsum and torch.where": _einsum_and_where,
+    "F.scaled_dot_product_attention": _sdpa,
+    "float64": lambda x, m, wq, wk, wv, h, mask: tuple(
+        t.double() for t in _right(x, m, wq, wk, wv, h, mask)
+    ),
+    "a list": lambda *case: list(_right(*case)),
+}
+
+
+@pytest.mark.parametrize("name", CROSS_RIGHT)
+def test_cross_attention_right_answers_pass(name, capsys):
+    assert verdict(check_cross_attention, CROSS_RIGHT[name], capsys) == (
+        True,
+        "✅ cross_attention: correct\n",
+    )
 
 
 @pytest.mark.parametrize(
-    ("mistake", "reason"),
+    ("wrong", "said"),
     [
-        (dict(kv_from="x"), "keys and values must come from memory"),
-        (dict(q_from="memory"), "queries must come from x"),
-        (dict(causal=True), "a causal mask was applied"),
-        (dict(padding=False), "padded source positions get weight"),
-        (dict(inverted=True), "memory_mask is True for real tokens"),
-        (dict(scale=False), "not divided by sqrt(d_k)"),
-        (dict(softmax_dim=-2), "differs by up to"),
+        (lambda *case: _right(*case)[::-1], "is (weights, output), in another order"),
+        (lambda *case: _right(*case)[0], "should be the tuple (output, weights)"),
+        (lambda *case: (_right(*case)[0], _right(*case)[1] > 0), "is a bool mask"),
+        (lambda *case: (_right(*case)[0] * 1.5, _right(*case)[1]), "differs by up to"),
+        (lambda x, m, wq, wk, wv, h, mask: _right(x, m, wq, wk, wv, 2, mask), "n_heads=2 gives"),
     ],
 )
-def test_cross_attention_wrong_answers_fail_for_their_reason(mistake, reason, capsys):
-    assert not check_cross_attention(lambda *a: _cross(*a, **mistake))
-    out = capsys.readouterr().out
-    assert "❌" in out and reason in out, out
+def test_cross_attention_says_what_else_is_wrong(wrong, said, capsys):
+    passed, out = verdict(check_cross_attention, wrong, capsys)
+    assert not passed and said in out, out
 
 
-def test_kv_from_the_decoder_is_named_even_when_lengths_are_equal(capsys):
-    # With T_tgt == T_src the shapes agree; the checker still names the mistake.
-    from course_utils.exercises.nb14_encoder_decoder import _cross_cases, _diagnose_cross
-
-    case = _cross_cases()[1]
-    assert case[0].shape[1] == case[1].shape[1]
-    answer = _cross(*case, kv_from="x")
-    assert "from the decoder" in _diagnose_cross(answer, case)
+# --- the three masks ----------------------------------------------------------------------
 
 
-def test_cross_attention_reports_wrong_return_type(capsys):
-    assert not check_cross_attention(lambda *a: _cross(*a)[1])
-    assert "should return (output, weights)" in capsys.readouterr().out
-
-
-def _masks(lengths, t_src, t_tgt, *, encoder_causal=False, decoder_causal=True,
-           cross_causal=False, encoder_padding=True, cross_padding=True, inverted=False,
-           broadcast_shape=True):  # fmt: skip
-    real = torch.arange(t_src) < torch.tensor(lengths)[:, None]
-    padding = real[:, None, None, :]
-    encoder = padding if encoder_padding else torch.ones(t_src, t_src, dtype=torch.bool)
-    if encoder_causal:
-        encoder = encoder & torch.ones(t_src, t_src, dtype=torch.bool).tril()
-    decoder = torch.ones(t_tgt, t_tgt, dtype=torch.bool)
-    if decoder_causal:
-        decoder = decoder.tril()
-    cross = padding if cross_padding else torch.ones(t_tgt, t_src, dtype=torch.bool)
-    if cross_causal:
-        cross = cross & torch.ones(t_tgt, t_src, dtype=torch.bool).tril()
-    if not broadcast_shape:
-        cross = padding[:, 0, 0, :]  # (B, T_src): does not broadcast against (T_q, T_k)
-    masks = (encoder, decoder, cross)
-    return tuple(~m for m in masks) if inverted else masks
-
-
-def test_masks_right_answer_passes_in_both_shapes(capsys):
-    assert check_encoder_decoder_masks(_masks)
-
-    def full(lengths, t_src, t_tgt):  # every mask materialised as (B, 1, T_q, T_k)
-        encoder, decoder, cross = _masks(lengths, t_src, t_tgt)
-        batch = len(lengths)
-        return (
-            encoder.expand(batch, 1, t_src, t_src).clone(),
-            decoder.expand(batch, 1, t_tgt, t_tgt).clone(),
-            cross.expand(batch, 1, t_tgt, t_src).clone(),
-        )
-
-    assert check_encoder_decoder_masks(full)
-
-
-@pytest.mark.parametrize(
-    ("mistake", "reason"),
-    [
-        (dict(encoder_causal=True), "encoder self-attention mask"),
-        (dict(encoder_causal=True), "a causal mask was added"),
-        (dict(decoder_causal=False), "the decoder needs a causal mask"),
-        (dict(cross_causal=True), "cross-attention mask"),
-        (dict(encoder_padding=False), "the source padding is not hidden"),
-        (dict(cross_padding=False), "cross-attention mask for lengths"),
-        (dict(inverted=True), "the convention is inverted"),
-        (dict(broadcast_shape=False), "does not broadcast"),
-    ],
-)
-def test_masks_wrong_answers_fail_for_their_reason(mistake, reason, capsys):
-    assert not check_encoder_decoder_masks(lambda *a: _masks(*a, **mistake))
-    out = capsys.readouterr().out
-    assert "❌" in out and reason in out, out
-
-
-def test_cross_causal_is_named_as_such(capsys):
-    assert not check_encoder_decoder_masks(lambda *a: _masks(*a, cross_causal=True))
-    out = capsys.readouterr().out
-    assert "cross-attention" in out and "a causal mask was added" in out, out
-
-
-def test_masks_reject_float_masks(capsys):
-    assert not check_encoder_decoder_masks(lambda *a: tuple(m.float() for m in _masks(*a)))
-    assert "torch.bool" in capsys.readouterr().out
-
-
-def test_checkers_leave_the_global_random_state_alone():
-    torch.manual_seed(3)
-    expected = torch.rand(3)
-    torch.manual_seed(3)
-    check_cross_attention(_cross)
-    torch.testing.assert_close(torch.rand(3), expected)
-
-
-def _masks_from_longest(lengths, t_src, t_tgt):
-    """Plausible mistake: the key axis built from max(src_lengths), not T_src."""
-    real = torch.arange(max(lengths)) < torch.tensor(lengths)[:, None]  # (B, max_len)
-    padding = real[:, None, None, :]
+def _right_masks(src_lengths, t_src, t_tgt):
+    real = torch.arange(t_src) < torch.tensor(src_lengths)[:, None]  # (B, T_src)
+    padding = real[:, None, None, :]  # (B, 1, 1, T_src)
     return padding, torch.ones(t_tgt, t_tgt, dtype=torch.bool).tril(), padding
 
 
-def test_masks_from_the_longest_source_fail_when_the_batch_is_padded_past_it(capsys):
-    assert not check_encoder_decoder_masks(_masks_from_longest)
-    out = capsys.readouterr().out
-    assert "❌" in out and "max(src_lengths) = 5" in out and "T_src = 8" in out, out
+def _full_masks(src_lengths, t_src, t_tgt):  # every mask at its full (B, 1, T_q, T_k) size
+    b = len(src_lengths)
+    encoder, decoder, cross = _right_masks(src_lengths, t_src, t_tgt)
+    return (
+        encoder.expand(b, 1, t_src, t_src),
+        decoder.expand(b, 1, t_tgt, t_tgt),
+        cross.expand(b, 1, t_tgt, t_src),
+    )
 
 
-def test_masks_with_tril_minus_one_get_the_diagonal_hint(capsys):
-    def tril_minus_one(lengths, t_src, t_tgt):
-        encoder, _, cross = _masks(lengths, t_src, t_tgt)
-        return encoder, torch.ones(t_tgt, t_tgt, dtype=torch.bool).tril(-1), cross
-
-    assert not check_encoder_decoder_masks(tril_minus_one)
-    out = capsys.readouterr().out
-    assert "tril(-1) hides the diagonal" in out and "never padding-masked" not in out, out
+def _loops(src_lengths, t_src, t_tgt):  # element by element, as lists turned into tensors
+    real = torch.tensor([[j < n for j in range(t_src)] for n in src_lengths])
+    causal = torch.tensor([[j <= i for j in range(t_tgt)] for i in range(t_tgt)])
+    return real[:, None, None, :], causal, real[:, None, None, :]
 
 
-def test_masks_built_row_by_row_pass(capsys):
-    # A correct alternative: explicit loops, (B, 1, T_q, T_k) masks, no broadcasting tricks.
-    def by_loops(lengths, t_src, t_tgt):
-        batch = len(lengths)
-        encoder = torch.zeros(batch, 1, t_src, t_src, dtype=torch.bool)
-        cross = torch.zeros(batch, 1, t_tgt, t_src, dtype=torch.bool)
-        for b, length in enumerate(lengths):
-            encoder[b, 0, :, :length] = True
-            cross[b, 0, :, :length] = True
-        decoder = torch.tensor([[j <= i for j in range(t_tgt)] for i in range(t_tgt)])
-        return encoder, decoder, cross
-
-    assert check_encoder_decoder_masks(by_loops)
-    assert "✅" in capsys.readouterr().out
+MASKS_RIGHT = {
+    "broadcastable": _right_masks,
+    "full size (expanded views)": _full_masks,
+    "loops": _loops,
+    "a list": lambda *case: list(_right_masks(*case)),
+}
 
 
-def test_cross_attention_accepts_other_right_answers(capsys):
-    def by_einsum(x, memory, w_q, w_k, w_v, n_heads, memory_mask):
-        q = split_heads(w_q(x), n_heads)  # (B, T_tgt, C) -> (B, h, T_tgt, d_k)
-        k = split_heads(w_k(memory), n_heads)  # (B, T_src, C) -> (B, h, T_src, d_k)
-        v = split_heads(w_v(memory), n_heads)
-        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
-        hidden = ~memory_mask[:, None, None, :]  # (B, 1, 1, T_src)
-        weights = scores.masked_fill(hidden, torch.finfo(scores.dtype).min).softmax(dim=-1)
-        return merge_heads(torch.einsum("bhqk,bhkd->bhqd", weights, v)), weights
+@pytest.mark.parametrize("name", MASKS_RIGHT)
+def test_masks_right_answers_pass(name, capsys):
+    assert verdict(check_encoder_decoder_masks, MASKS_RIGHT[name], capsys) == (
+        True,
+        "✅ make_masks: correct\n",
+    )
 
-    def with_sdpa_output(x, memory, w_q, w_k, w_v, n_heads, memory_mask):
-        _, weights = _cross(x, memory, w_q, w_k, w_v, n_heads, memory_mask)
-        q, k, v = (split_heads(w(t), n_heads) for w, t in ((w_q, x), (w_k, memory), (w_v, memory)))
-        out = torch.nn.functional.scaled_dot_product_attention(
-            q, k, v, attn_mask=memory_mask[:, None, None, :]
-        )
-        return merge_heads(out), weights
 
-    assert check_cross_attention(by_einsum)
-    assert check_cross_attention(with_sdpa_output), capsys.readouterr().out
+@pytest.mark.parametrize(
+    ("wrong", "said"),
+    [
+        (lambda *case: tuple(m.float() for m in _right_masks(*case)), "a mask is torch.bool"),
+        (lambda *case: _right_masks(*case)[:2], "has 2 items, expected 3"),
+        (lambda *case: _right_masks(*case)[0], "should be the tuple"),
+    ],
+)
+def test_masks_say_what_else_is_wrong(wrong, said, capsys):
+    passed, out = verdict(check_encoder_decoder_masks, wrong, capsys)
+    assert not passed and said in out, out
