@@ -5,20 +5,36 @@ PY := $(VENV)/bin/python
 # The interpreter that creates .venv, e.g. `make setup PYTHON=python3.12`.
 PYTHON ?= python3
 # TORCH=system keeps the torch already installed for $(PYTHON) (a CUDA build on a cluster, in
-# Colab, on a GPU box): .venv sees the system site-packages and torch is not pinned. The
-# default, TORCH=pinned, installs torch==2.13.0 from constraints.txt.
+# Colab, on a GPU box), also when $(PYTHON) is itself a virtual environment (a .pth file in
+# .venv names that environment's site-packages), and every other pinned package that Python
+# already has (scripts/system_constraints.py); only what it lacks is installed at the tested
+# version. The default, TORCH=pinned, installs torch==2.13.0 and the rest from constraints.txt.
 TORCH ?= pinned
 ifeq ($(TORCH),system)
 VENV_FLAGS := --system-site-packages
-CONSTRAINTS := $(VENV)/constraints-without-torch.txt
+CONSTRAINTS := $(VENV)/constraints-system.txt
 else ifeq ($(TORCH),pinned)
 VENV_FLAGS :=
 CONSTRAINTS := constraints.txt
 else
 $(error TORCH=$(TORCH): expected TORCH=pinned (the default) or TORCH=system)
 endif
+# WHEELS=DIR installs from a folder of wheels with no package index at all (a GPU machine
+# without internet; the folder comes from `make wheelhouse` on a machine with a network):
+# no pip self-upgrade, and the course itself built with the setuptools of .venv or of the
+# folder (no isolated build environment, which would need the index).
+WHEELS ?=
+PIP_SOURCE := $(if $(WHEELS),--no-index --find-links "$(WHEELS)")
+# The extras of pyproject.toml to install: test (kernel, nbval, pytest), lab (JupyterLab),
+# dev (ruff, cosmic-ray). Everything by default; with WHEELS only test, what a GPU machine runs
+# (`make setup WHEELS=DIR EXTRAS=test,lab` for a folder made with those).
+comma := ,
+ALL_EXTRAS := test,lab,dev
+EXTRAS ?= $(if $(WHEELS),test,$(ALL_EXTRAS))
 # (.installed for the default, so a .venv made before TORCH= existed stays valid)
-STAMP := $(VENV)/.installed$(if $(filter system,$(TORCH)),-torch-system)
+STAMP := $(VENV)/.installed$(if $(filter system,$(TORCH)),-torch-system)$(if $(filter-out $(ALL_EXTRAS),$(EXTRAS)),-$(subst $(comma),-,$(EXTRAS)))
+# `make gpu-check PART=2`: the second part (see scripts/gpu_check.py).
+PART ?=
 # `make lab PORT=8890 ARGS=--no-browser`: a port, and any other jupyter lab options.
 PORT ?=
 ARGS ?=
@@ -51,27 +67,34 @@ NPROC ?= 1
 # process: the committed outputs are then the same on any number of cores, and parallel
 # workers do not fight over cores (two workers of two threads each on two cores run many
 # times slower than one).
-EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline OMP_NUM_THREADS=1
+# The learner's saved parts (course_utils/lab/parts.py) go to a scratch folder, not notebooks/:
+# executed notebooks only ever save the solution cells' parts there, identical to the course's.
+EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline OMP_NUM_THREADS=1 \
+	COURSE_MY_MODEL="$(CURDIR)/.my_model_scratch"
 # Offline: tests/offline/sitecustomize.py blocks every non-loopback connection in each Python
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
 OFFLINE_ENV := PYTHONPATH="$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}"
 
-.PHONY: setup lab lab-config work test course headers determinism train checkpoint record bench compare-blocks mutation lint clean venv assets rerecord rehearsal gpu-check
+.PHONY: setup lab lab-config work test course headers determinism train checkpoint record bench compare-blocks mutation lint clean venv assets rerecord rehearsal gpu-check wheelhouse reading-time
 
 setup: $(STAMP)
 
-# Re-runs only when a dependency file (or TORCH=) changes.
+# Re-runs only when a dependency file (or TORCH=, EXTRAS=) changes.
 $(STAMP): pyproject.toml constraints.txt requirements-data.txt
 	@$(MAKE) --no-print-directory venv
-	"$(PY)" -m pip install --quiet --upgrade pip
-	"$(PY)" -m pip install --quiet -c "$(CONSTRAINTS)" -e '.[dev]'
-	"$(PY)" -m pip install --quiet --no-deps -r requirements-data.txt
+	$(if $(WHEELS),@test -d "$(WHEELS)" || { echo "make setup: WHEELS=$(WHEELS) is not a folder; make it with make wheelhouse DIR=$(WHEELS) where there is a network"; exit 1; },"$(PY)" -m pip install --quiet --upgrade pip)
+	$(if $(WHEELS),"$(PY)" -m pip install --quiet $(PIP_SOURCE) "setuptools>=77")
+	"$(PY)" -m pip install --quiet $(PIP_SOURCE) $(if $(WHEELS),--no-build-isolation) -c "$(CONSTRAINTS)" -e '.[$(EXTRAS)]'
+	"$(PY)" -m pip install --quiet $(PIP_SOURCE) --no-deps -r requirements-data.txt
 	@$(MAKE) --no-print-directory lab-config
 	rm -f "$(VENV)"/.installed*
 	touch "$(STAMP)"
 
 # A working .venv: one without pip (a failed `python3 -m venv`, e.g. Debian without
 # python3-venv) or made for the other TORCH= choice is deleted and made again.
+# TORCH=system: when $(PYTHON) is itself a virtual environment, `venv --system-site-packages`
+# would show the base interpreter's packages, not that environment's (torch would disappear):
+# a .pth file in .venv adds that environment's site-packages (after .venv's own).
 venv:
 	@if [ -e "$(VENV)" ] && ! { "$(PY)" -m pip --version >/dev/null 2>&1 && \
 		grep -qx "include-system-site-packages = $(if $(VENV_FLAGS),true,false)" "$(VENV)/pyvenv.cfg"; }; then \
@@ -93,7 +116,12 @@ venv:
 		rm -rf "$(VENV)"; \
 		echo "make setup: '$(PYTHON) -m venv $(VENV)' did not give a venv with pip; install the venv module of your Python (Debian/Ubuntu: sudo apt install python3-venv) and run make setup again (the half-built $(VENV) was deleted)"; \
 		exit 1; }
-	@if [ "$(TORCH)" = system ]; then grep -v '^torch==' constraints.txt > "$(CONSTRAINTS)"; fi
+	@if [ "$(TORCH)" = system ]; then \
+		$(PYTHON) -c 'import site, sys; sys.prefix != sys.base_prefix and print("\n".join("import site; site.addsitedir(%r)" % d for d in site.getsitepackages()))' \
+			> "$$("$(PY)" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_course_system_packages.pth" && \
+		"$(PY)" -c "import torch" 2>/dev/null || { echo "make setup TORCH=system: $(VENV) cannot import the torch of $(PYTHON) (see $(VENV)'s _course_system_packages.pth)"; exit 1; }; \
+		"$(PY)" scripts/system_constraints.py constraints.txt "$(CONSTRAINTS)" "$(VENV)/course-system-packages.txt"; \
+	fi
 
 # Jupyter refuses to run as root (containers, some lab machines) unless told it may.
 # news_url=None: JupyterLab fetches no news feed (the pop-up is off through LAB_OVERRIDES).
@@ -125,7 +153,7 @@ course: setup
 	$(PY) scripts/sync_notebook_headers.py
 	printf '%s\n' $(SLOWEST_NOTEBOOKS) $(filter-out $(SLOWEST_NOTEBOOKS),$(NOTEBOOKS)) | \
 		xargs -P $(if $(filter-out 0,$(JOBS)),$(JOBS),1) -I NOTEBOOK \
-		env $(EXEC_ENV) $(OFFLINE_ENV) "$(VENV)/bin/jupyter" nbconvert --to notebook --execute --inplace \
+		env $(EXEC_ENV) $(OFFLINE_ENV) COURSE_WRITE_LADDER=1 "$(VENV)/bin/jupyter" nbconvert --to notebook --execute --inplace \
 			--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 \
 			--ExecutePreprocessor.record_timing=False NOTEBOOK
 
@@ -140,6 +168,10 @@ assets: setup
 # Execute every notebook twice; their text outputs (sanitised as nbval does) must be identical.
 determinism: setup
 	$(EXEC_ENV) $(OFFLINE_ENV) $(PY) scripts/check_determinism.py $(NOTEBOOKS)
+
+# Each notebook's reading time (prose, code, exercises), written into README.md's syllabus.
+reading-time: setup
+	$(PY) scripts/reading_time.py
 
 train: setup
 	$(if $(filter-out 1,$(NPROC)),$(PY) -m torch.distributed.run --standalone --nproc_per_node=$(NPROC),$(PY)) \
@@ -185,11 +217,21 @@ rerecord: setup
 rehearsal: setup
 	OMP_NUM_THREADS=1 $(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) tests/test_rehearsal*.py
 
-# On a machine with an NVIDIA GPU: make test, the gpu records (bf16, fp16 forced), make bench
-# and a profiler table, logged to logs/gpu-check-<time>/. Without CUDA it stops at once.
-# ARGS=--dry-run prints the steps.
-gpu-check: setup
-	$(PY) scripts/gpu_check.py $(ARGS)
+# On a machine with an NVIDIA GPU, in two parts of at most 8 minutes each (scripts/gpu_check.py
+# says how each part's time is split): part 1 the gpu records (bf16, and the float16 path), the
+# key benchmark variants and a profiler table; PART=2 strict nbval of every notebook on CUDA.
+# Every log and record goes to one folder (ARGS="--logs DIR"; default logs/gpu-check-<time>/).
+# Without CUDA it stops at once. ARGS=--dry-run prints the steps, with no setup and no torch.
+# Offline: make gpu-check TORCH=system WHEELS=DIR.
+gpu-check: $(if $(filter --dry-run,$(ARGS)),,setup)
+	$(if $(filter --dry-run,$(ARGS)),$(PYTHON),"$(PY)") scripts/gpu_check.py --python "$(PY)" $(if $(PART),--part $(PART)) $(ARGS)
+
+# The wheels a machine without internet needs beside its own Python (default CPython 3.12 on
+# manylinux x86-64, extras test): `make wheelhouse WHEELS=wheels ARGS="--image freeze.txt"`
+# skips what that machine's `pip freeze` lists. Then carry the folder and run
+# `make setup TORCH=system WHEELS=wheels` there. See scripts/wheelhouse.py for every option.
+wheelhouse:
+	$(PYTHON) scripts/wheelhouse.py "$(or $(WHEELS),wheels)" $(ARGS)
 
 # Mutation testing of the teaching modules (cosmic-ray; not part of `make test`: hours for all
 # mutants on 2 cores). Each module's mutants run against the tests that import it, in a scratch

@@ -27,6 +27,7 @@ from course_utils.lab.device import get_device
 from course_utils.lab.rehearsal import rehearsal_mode
 from course_utils.measure.benchmark import (
     CUDA_BENCHMARK_VARIANTS,
+    PATHS,
     benchmark_table,
     benchmark_training,
 )
@@ -48,6 +49,28 @@ def results_path(results: dict) -> Path:
     return RESULTS / f"{slug}.json"
 
 
+def parse_variants(parser: argparse.ArgumentParser, text: str | None) -> tuple | None:
+    """``--variants`` as ``((path, dtype, compiled), ...)``; a mistake exits with one line."""
+    if text is None:
+        return None
+    variants = []
+    for item in text.split(","):
+        parts = item.strip().split(":")
+        if (
+            len(parts) != 3
+            or parts[0] not in PATHS
+            or parts[1] not in ("float32", "bfloat16")
+            or parts[2] not in ("eager", "compiled")
+        ):
+            parser.exit(
+                2,
+                f"{parser.prog}: error: --variants item {item!r}: expected PATH:DTYPE:MODE with "
+                f"PATH one of {list(PATHS)}, DTYPE float32 or bfloat16, MODE eager or compiled\n",
+            )
+        variants.append((parts[0], parts[1], parts[2] == "compiled"))
+    return tuple(variants)
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
@@ -62,13 +85,18 @@ def main(argv: list[str] | None = None) -> dict:
         help="seconds after which no new round starts (default 40 on CPU, none on CUDA)",
     )
     parser.add_argument("--no-compile", action="store_true", help="CUDA: skip compiled rows")
+    parser.add_argument(
+        "--variants",
+        default=None,
+        help="only these, e.g. fast:bfloat16:compiled,teaching:float32:eager (PATH:DTYPE:MODE)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="JSON file to write")
     args = parser.parse_args(argv)
 
+    variants = parse_variants(parser, args.variants)
     device = get_device(args.device)
-    variants = None
     if args.no_compile and device.type == "cuda":
-        variants = tuple(v for v in CUDA_BENCHMARK_VARIANTS if not v[2])
+        variants = tuple(v for v in variants or CUDA_BENCHMARK_VARIANTS if not v[2])
     results = benchmark_training(
         device,
         config=args.config,

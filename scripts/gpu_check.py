@@ -1,98 +1,217 @@
-"""One command for a machine with an NVIDIA GPU: ``make gpu-check`` (``--dry-run``: the steps).
+"""``make gpu-check``: what only a GPU can measure, in two parts of at most 8 minutes each.
 
-On a CUDA machine it runs, one after the other (under 20 minutes on an H100):
+A lent GPU machine may give about 15 minutes in all and 10 minutes a command, so each part
+fits in 8 minutes on an H100, offline setup (``make setup TORCH=system WHEELS=DIR``, about a
+minute) included: every step has a time limit, and a step that reaches it is stopped (its log
+says so) while the later steps still run. A failing step does not stop the later ones either;
+the exit status is 1 if any step failed or was stopped.
 
-1. the environment: torch, CUDA, the GPU (``nvidia-smi`` where present);
-2. ``make test``: every unit test and strict nbval of every notebook (notebook 12 trains the
-   ``gpu`` preset there);
-3. ``make record CONFIG=gpu ARGS="--eval-iters 200"``: the GPU record, bf16 where the GPU has
-   it (fp16 with a gradient scaler on compute capability 7.x);
-4. the same with float16 forced (``--set autocast_dtype=float16``): the T4's path, measured;
-5. ``make bench``: training tokens/s, teaching vs fast path, fp32 vs bf16, eager vs compiled;
-6. a ``torch.profiler`` table of one training step of the ``gpu`` preset.
+Part 1 (``make gpu-check``), the measurements (time limits, seconds):
 
-Every step's output goes to one folder, ``logs/gpu-check-<UTC time>/`` (one log per step and
-``summary.txt``); the records go to ``assets/runs/gpu-<gpu>.json`` and
-``assets/runs/gpu-<gpu>-fp16.json``, the benchmark to ``benchmarks/results/``: all ready to
-commit. A failing step does not stop the later ones (GPU time is scarce); the exit status is
-1 if any failed. Without CUDA it stops at once with one line (exit status 1).
+1. ``environment`` (15): torch, CUDA, the GPU, ``nvidia-smi``;
+2. ``record-gpu`` (170): ``make record CONFIG=gpu ARGS="--eval-iters 200"``, the ``gpu``
+   preset's record in bf16 (validation loss, ms/step, tokens/s, MFU). Estimate: 5000 steps of
+   B x T = 64 x 256 tokens at about 18 ms = 90 s, 11 evaluations x 2 splits x 200 batches at
+   about 6 ms = 26 s, start and samples about 15 s: about 130 s;
+3. ``record-gpu-fp16`` (65): the float16 + gradient-scaler path (a T4's), forced, over 1000
+   steps (``--max-iters 1000 --eval-interval 250``): its ms/step and tokens/s compare with
+   bf16's, its losses show the scaler keeps training finite and falling. Estimate about 45 s;
+4. ``bench`` (100): the key benchmark variants, eager and compiled: teaching and fast path in
+   bf16, the fast path in fp32, PyTorch's peer in bf16, eager; the fast path in bf16 compiled.
+   Estimate: 4 x 60 eager steps, about 15 s; one ``torch.compile``, 30-45 s; about 60 s;
+5. ``profile`` (40): a ``torch.profiler`` table of one training step of the ``gpu`` preset.
+
+Limits 390 s; with setup (~60 s) and start-up, under 8 minutes.
+
+Part 2 (``make gpu-check PART=2``): strict nbval of every notebook on CUDA.
+
+1. ``environment`` (15);
+2. ``notebooks`` (400): ``make test TESTS= JOBS=4``, every notebook under strict nbval, four
+   at a time, notebook 12 first (the others finish beside it). Estimate for notebook 12: 5200
+   training steps of the ``gpu`` preset at about 18 ms = 94 s, its evaluations about 15 s, its
+   benchmark cell 12 variants (six compiled, about 35 s each) about 230 s, start-up about 15 s:
+   about 350 s. The CPU unit tests stay in CI (``make test`` there).
+
+Limits 415 s; with setup, under 8 minutes. The estimates are not measurements: the first run on
+a GPU says how long each step took (``summary.txt``), and the limits should follow it.
+
+Every step's output goes to one folder, ``--logs DIR`` (default
+``logs/gpu-check-<UTC time>-part<N>/``): one log per step, ``summary.txt``, and a copy of every
+record and benchmark file the steps wrote (under their repository paths: ``assets/runs/``,
+``benchmarks/results/``, which also hold them, ready to commit). Without CUDA it stops at once
+with one line (exit status 1). ``--dry-run`` prints the steps and needs neither torch nor setup.
+A mistake in the arguments prints one line and exits with status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import os
+import re
 import shlex
+import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 REPOSITORY = Path(__file__).resolve().parent.parent
+BUDGET_S = 8 * 60  # what one part may take, setup included
+SETUP_S = 60  # make setup TORCH=system WHEELS=DIR, estimated
 RECORD_ARGS = "--eval-iters 200"
+FP16_ARGS = "--max-iters 1000 --eval-interval 250"
+KEY_VARIANTS = (
+    "teaching:bfloat16:eager,fast:bfloat16:eager,fast:float32:eager,peer:bfloat16:eager,"
+    "fast:bfloat16:compiled"
+)
+# Where the steps write files worth keeping (copied into the log folder).
+ARTEFACT_FOLDERS = ("assets/runs", "benchmarks/results")
 
 
-def planned_steps(gpu_slug: str, make: str = "make") -> list[tuple[str, str]]:
-    """``[(name, shell command)]`` in the order they run; ``gpu_slug`` names the records
+class Step(NamedTuple):
+    name: str
+    command: str
+    limit_s: int
+
+
+def planned_steps(
+    gpu_slug: str, make: str = "make", python: str = ".venv/bin/python", part: int = 1
+) -> list[Step]:
+    """The steps of ``part`` in the order they run; ``gpu_slug`` names the records
     (``course_utils.measure.record.device_slug``, e.g. ``nvidia-h100-80gb-hbm3``)."""
-    python = shlex.quote(sys.executable)
-    environment = (
+    python = shlex.quote(python)
+    environment = Step(
+        "environment",
         f"{python} -c 'import torch; print(torch.__version__, torch.version.cuda, "
         "torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))'"
-        "; command -v nvidia-smi >/dev/null && nvidia-smi || true"
+        "; command -v nvidia-smi >/dev/null && nvidia-smi || true",
+        15,
     )
+    if part == 2:
+        return [environment, Step("notebooks", f"{make} test TESTS= JOBS=4", 400)]
     fp16_out = f"assets/runs/gpu-{gpu_slug}-fp16.json"
     return [
-        ("environment", environment),
-        ("test", f"{make} test"),
-        ("record-gpu", f'{make} record CONFIG=gpu ARGS="{RECORD_ARGS}"'),
-        (
+        environment,
+        Step("record-gpu", f'{make} record CONFIG=gpu ARGS="{RECORD_ARGS}"', 170),
+        Step(
             "record-gpu-fp16",
-            f'{make} record CONFIG=gpu ARGS="{RECORD_ARGS} --set autocast_dtype=float16 '
-            f'--out {fp16_out}"',
+            f'{make} record CONFIG=gpu ARGS="{RECORD_ARGS} {FP16_ARGS} '
+            f'--set autocast_dtype=float16 --out {fp16_out}"',
+            65,
         ),
-        ("bench", f"{make} bench"),
-        (
+        Step(
+            "bench",
+            f"{python} benchmarks/train_throughput.py --device cuda --variants {KEY_VARIANTS}",
+            100,
+        ),
+        Step(
             "profile",
             f"{python} -m course_utils.measure.benchmark_profile --config gpu --device cuda",
+            40,
         ),
     ]
 
 
-def _run_step(index: int, name: str, command: str, folder: Path) -> tuple[int, float]:
-    """Run one step, its output both shown and written to ``folder/NN-name.log``."""
-    log = folder / f"{index:02d}-{name}.log"
+def _copy_output(stream, sinks) -> None:
+    for line in stream:
+        for sink in sinks:
+            sink.write(line)
+            sink.flush()
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the step's whole process group, SIGKILL 10 s later if it is still there."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_step(index: int, step: Step, folder: Path) -> tuple[str, float]:
+    """Run one step within its limit, its output shown and written to ``folder/NN-name.log``.
+
+    Returns ``("exit N" or "stopped at the limit", seconds)``."""
+    log = folder / f"{index:02d}-{step.name}.log"
     started = time.perf_counter()
     with log.open("w", encoding="utf-8") as handle:
-        handle.write(f"$ {command}\n")
+        handle.write(f"$ {step.command}\n")
         handle.flush()
         process = subprocess.Popen(
-            command, shell=True, cwd=REPOSITORY, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, executable="/bin/bash",
+            step.command, shell=True, cwd=REPOSITORY, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, executable="/bin/bash", start_new_session=True,
         )  # fmt: skip
-        for line in process.stdout:
-            sys.stdout.write(line)
-            handle.write(line)
-        code = process.wait()
-    return code, time.perf_counter() - started
+        reader = threading.Thread(target=_copy_output, args=(process.stdout, (sys.stdout, handle)))
+        reader.start()
+        try:
+            outcome = f"exit {process.wait(timeout=step.limit_s)}"
+        except subprocess.TimeoutExpired:
+            _stop(process)
+            outcome = "stopped at the limit"
+        reader.join(timeout=30)
+        if outcome != "exit 0":
+            handle.write(f"=== gpu-check: step {step.name}: {outcome} ({step.limit_s} s)\n")
+    return outcome, time.perf_counter() - started
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="make gpu-check", description=__doc__.splitlines()[0])
+def copy_artefacts(since: float, folder: Path) -> list[str]:
+    """Copy every record and benchmark file written since ``since`` (a time.time()) into
+    ``folder``, under its repository path; return those paths."""
+    copied = []
+    for top in ARTEFACT_FOLDERS:
+        for path in sorted((REPOSITORY / top).rglob("*.json")):
+            if path.stat().st_mtime >= since:
+                relative = path.relative_to(REPOSITORY)
+                (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, folder / relative)
+                copied.append(str(relative))
+    return copied
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit status 2
+        self.exit(2, f"make gpu-check: {message}; see python scripts/gpu_check.py --help\n")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = _Parser(prog="make gpu-check", description=__doc__.splitlines()[0])
+    parser.add_argument("--part", default="1", help="1: records, benchmark, profile; 2: notebooks")
     parser.add_argument("--dry-run", action="store_true", help="print the steps, run nothing")
     parser.add_argument("--logs", type=Path, default=None, help="default logs/gpu-check-<time>")
     parser.add_argument("--make", default="make", help="the make command to call")
+    parser.add_argument("--python", default=sys.executable, help="the course's .venv python")
     args = parser.parse_args(argv)
+    if args.part not in ("1", "2"):
+        parser.error(f"--part must be 1 or 2, got {args.part!r} (PART=1 or PART=2)")
+    args.part = int(args.part)
+    if args.logs is not None and args.logs.exists() and not args.logs.is_dir():
+        parser.error(f"--logs {args.logs} exists and is not a folder; name a folder")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
-    folder = args.logs or REPOSITORY / "logs" / f"gpu-check-{stamp}"
+    folder = args.logs or REPOSITORY / "logs" / f"gpu-check-{stamp}-part{args.part}"
+    if args.dry_run:  # no torch, no setup: the steps as they would run
+        steps = planned_steps("<gpu>", args.make, args.python, args.part)
+        print(f"make gpu-check part {args.part} would run, logging to {folder}/:")
+        for index, step in enumerate(steps, 1):
+            print(f"{index}. {step.name} (limit {step.limit_s} s): {step.command}")
+        total = sum(step.limit_s for step in steps)
+        print(f"limits {total} s + setup ~{SETUP_S} s <= {BUDGET_S} s")
+        return 0
     import torch
 
-    if args.dry_run:
-        slug = _gpu_slug(torch) if torch.cuda.is_available() else "<gpu>"
-        print(f"make gpu-check would run, logging to {folder}/:")
-        for index, (name, command) in enumerate(planned_steps(slug, args.make), 1):
-            print(f"{index}. {name}: {command}")
-        return 0
     if not torch.cuda.is_available():
         print(
             f"make gpu-check: no CUDA GPU here (torch {torch.__version__}, "
@@ -100,22 +219,27 @@ def main(argv: list[str] | None = None) -> int:
             "`make gpu-check ARGS=--dry-run` to see the steps"
         )
         return 1
-    folder.mkdir(parents=True, exist_ok=True)
-    results = []
-    for index, (name, command) in enumerate(planned_steps(_gpu_slug(torch), args.make), 1):
-        print(f"=== gpu-check step {index}: {name}: {command}", flush=True)
-        code, seconds = _run_step(index, name, command, folder)
-        results.append(f"{index:02d} {name:<16} exit {code}  {seconds:7.1f} s  $ {command}")
-    summary = "\n".join(results) + "\n"
-    (folder / "summary.txt").write_text(summary, encoding="utf-8")
-    print(f"=== gpu-check done; logs in {folder}/\n{summary}")
-    return 1 if any(" exit 0 " not in line for line in results) else 0
-
-
-def _gpu_slug(torch) -> str:
     from course_utils.measure.record import device_slug
 
-    return device_slug(torch.device("cuda"))
+    folder.mkdir(parents=True, exist_ok=True)
+    steps = planned_steps(device_slug(torch.device("cuda")), args.make, args.python, args.part)
+    results, copied, since = [], [], time.time() - 1
+    for index, step in enumerate(steps, 1):
+        print(f"=== gpu-check step {index}: {step.name} (limit {step.limit_s} s): {step.command}",
+              flush=True)  # fmt: skip
+        outcome, seconds = run_step(index, step, folder)
+        copied += copy_artefacts(since, folder)
+        results.append(
+            f"{index:02d} {step.name:<16} {outcome:<21} {seconds:6.1f} s of {step.limit_s:>3} s"
+            f"  $ {step.command}"
+        )
+    summary = "\n".join(results) + "\n"
+    if copied:
+        summary += "written (also in the repository, ready to commit): " + ", ".join(
+            dict.fromkeys(copied)) + "\n"  # fmt: skip
+    (folder / "summary.txt").write_text(summary, encoding="utf-8")
+    print(f"=== gpu-check part {args.part} done; logs in {folder}/\n{summary}")
+    return 0 if all(re.search(r" exit 0 ", line) for line in results) else 1
 
 
 if __name__ == "__main__":

@@ -44,10 +44,17 @@ def _conda_pip_requirements() -> list[str]:
     return [r for r in pip_sections[0] if not r.startswith("-e")]
 
 
+def _declared(project: dict) -> set[str]:
+    """The dependencies and every extra's (test, lab, dev), by name."""
+    declared = {_name(r) for r in project["dependencies"]}
+    for extra in project["optional-dependencies"].values():
+        declared |= {_name(r) for r in extra}
+    return declared
+
+
 def test_environment_yml_lists_the_same_packages_as_pyproject():
     project = _pyproject()["project"]
-    declared = {_name(r) for r in project["dependencies"]}
-    declared |= {_name(r) for r in project["optional-dependencies"]["dev"]}
+    declared = _declared(project)
     conda = {_name(r) for r in _conda_pip_requirements()}
     assert conda == declared, (
         f"only in environment.yml: {sorted(conda - declared)}; "
@@ -64,9 +71,7 @@ def test_environment_yml_versions_match_constraints():
 
 def test_every_dependency_is_pinned_and_torch_is_the_tested_version():
     constraints = _pins((ROOT / "constraints.txt").read_text().splitlines())
-    project = _pyproject()["project"]
-    requirements = project["dependencies"] + project["optional-dependencies"]["dev"]
-    unpinned = sorted({_name(r) for r in requirements} - set(constraints))
+    unpinned = sorted(_declared(_pyproject()["project"]) - set(constraints))
     assert not unpinned, f"add these to constraints.txt: {unpinned}"
     assert constraints["torch"] == "2.13.0"
 
@@ -132,7 +137,7 @@ def test_torch_system_keeps_the_installed_torch_and_the_default_pins_it(tmp_path
     assert '-c "constraints.txt" -e' in default
     system = _setup_commands(f"VENV={venv}", "TORCH=system")
     assert "--system-site-packages" in system
-    assert f'-c "{venv}/constraints-without-torch.txt" -e' in system
+    assert f'-c "{venv}/constraints-system.txt" -e' in system
     assert f"{venv}/.installed-torch-system" in system  # switching TORCH= re-runs setup
     wrong = run_make("-n", "setup", "TORCH=cuda")
     assert wrong.returncode != 0
@@ -142,7 +147,9 @@ def test_torch_system_keeps_the_installed_torch_and_the_default_pins_it(tmp_path
 
 def test_a_half_built_venv_is_rebuilt_and_torch_system_sees_the_system_packages(tmp_path):
     """A real run of the venv step. It starts from what a failed `python3 -m venv` leaves (a
-    python, no pip), which broke every later setup; PYTHON is this interpreter."""
+    python, no pip), which broke every later setup. PYTHON is this interpreter, the project's
+    .venv, itself a virtual environment (as on many GPU images): the new venv still imports its
+    torch (through a .pth file), and every pinned package it has is kept at its version."""
     venv = tmp_path / "v"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     pip_version = [venv / "bin" / "python", "-m", "pip", "--version"]
@@ -152,9 +159,20 @@ def test_a_half_built_venv_is_rebuilt_and_torch_system_sees_the_system_packages(
     assert "half-built" in result.stdout
     subprocess.run(pip_version, check=True, capture_output=True)
     assert "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text()
-    pins = _pins((venv / "constraints-without-torch.txt").read_text().splitlines())
+    where = subprocess.run([venv / "bin" / "python", "-c", "import torch; print(torch.__file__)"],
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert where.startswith(str(Path(sys.prefix)))  # this venv's torch, seen from the new one
+    pins = _pins((venv / "constraints-system.txt").read_text().splitlines())
     expected = _pins((ROOT / "constraints.txt").read_text().splitlines())
-    assert "torch" not in pins and pins == {k: v for k, v in expected.items() if k != "torch"}
+    kept = _pins((venv / "course-system-packages.txt").read_text().splitlines())
+    assert pins == {k: kept.get(k, v) for k, v in expected.items()}
+    assert kept["torch"] == torch_version() and set(kept) <= set(expected)
+
+
+def torch_version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("torch")
 
 
 def test_a_python_without_venv_support_gets_one_line_saying_what_to_install(tmp_path):
