@@ -17,18 +17,38 @@ layout, each a fact about how the models store their weights, not about what the
   ``x @ W + b``; ``nn.Linear`` stores ``(out, in)``: transpose them. Its ``c_attn`` holds
   ``W^Q``, ``W^K``, ``W^V`` side by side: ``(C, 3C)`` is split into three.
 
+What is converted and what is refused: every field of the three configuration classes is
+classified in :mod:`course_utils.hf_fields` (reproduced, irrelevant with the reason, or
+refused by name), and every tensor of the state dict is checked against the config (a
+missing, extra or misshaped tensor is named, with its layer) before anything is copied.
+
+**Precision.** The converted model keeps the weights' dtype (float64 stays float64) and
+uses ``transformers``' own RoPE arithmetic (``inv_freq`` and the angles in float32:
+``rope_angle_dtype="float32"``), so it rotates q and k bit for bit as ``transformers`` does,
+at every position (``tests/test_hf_weights.py`` checks 32768, Qwen3Config's default length).
+Its logits equal the original's to 1e-5 in float32 at every length up to the config's
+``max_position_embeddings`` (checked at 2048, LlamaConfig's default). In float64, GPT-2
+agrees to 1e-12; Llama and Qwen3 to 1e-5 only, because their RMSNorm in ``transformers``
+computes in float32 whatever the weights' dtype. A model built with the course's exact
+float64 angles (ModernConfig's default) differs from ``transformers`` by the rounding of
+float32 angles, about ``pos * 6e-8`` radians: past 1e-5 in the logits at 2048 positions,
+about 1e-2 in the rotation at 32768. In half precision the two libraries round differently
+(bfloat16: differences of order 0.1 in the logits); no equality is claimed there.
+
 :func:`load_gpt2_124m` fetches the real 124 M GPT-2 through ``huggingface_hub`` when there is
 a network (Colab, a laptop); offline it prints one line and returns None.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 
 import torch
 from torch import nn
 
 from course_utils.checks import check_instance, check_int
+from course_utils.hf_fields import check_fields, check_state_dict
 from course_utils.modern_model import ModernConfig, ModernDecoder
 from course_utils.rotary import check_rotary_width
 
@@ -69,27 +89,49 @@ def permute_heads(weight: torch.Tensor, n_heads: int, d_k: int) -> torch.Tensor:
 def config_from_transformers(hf_config) -> ModernConfig:
     """A :class:`ModernConfig` with the shape and switches of a Llama, Qwen3 or GPT-2 config.
 
+    Every field is checked first (:func:`course_utils.hf_fields.check_fields`).
+
     Raises:
-        ValueError: another ``model_type``, or RoPE scaling the course does not implement.
+        ValueError: another ``model_type``; a field the course does not reproduce (named,
+            with its value and what the course supports); values that make no course model.
     """
-    kind = _check_supported(hf_config)
-    if kind == "gpt2":
-        return ModernConfig(
-            vocab_size=hf_config.vocab_size,
-            block_size=hf_config.n_positions,
-            d_model=hf_config.n_embd,
-            n_heads=hf_config.n_head,
-            n_layers=hf_config.n_layer,
-            d_ff=hf_config.n_inner or 4 * hf_config.n_embd,
-            positional="learned",
-            norm="layernorm",
-            feed_forward="gelu_tanh",
-            bias=True,
-            tie_embeddings=True,
-            norm_eps=hf_config.layer_norm_epsilon,
-        )
-    rope = dict(getattr(hf_config, "rope_parameters", None) or {})
-    return ModernConfig(
+    kind = check_fields(hf_config)
+    settings = _gpt2_settings(hf_config) if kind == "gpt2" else _llama_settings(hf_config)
+    try:
+        return ModernConfig(**settings)
+    except (TypeError, ValueError) as error:  # the course's names: say which field they are
+        raise ValueError(
+            f"{type(hf_config).__name__} makes no course model: {error} (course names: "
+            + ", ".join(f"{k}={v!r}" for k, v in settings.items())
+            + ")"
+        ) from None
+
+
+def _gpt2_settings(hf_config) -> dict:
+    """ModernConfig's settings for a GPT2Config (Radford et al. 2019)."""
+    act = hf_config.activation_function
+    return dict(
+        vocab_size=hf_config.vocab_size,
+        block_size=hf_config.n_positions,
+        d_model=hf_config.n_embd,
+        n_heads=hf_config.n_head,
+        n_layers=hf_config.n_layer,
+        d_ff=hf_config.n_inner if hf_config.n_inner is not None else 4 * hf_config.n_embd,
+        positional="learned",
+        norm="layernorm",
+        feed_forward="gelu" if act == "gelu" else "gelu_tanh",
+        bias=True,
+        tie_embeddings=hf_config.tie_word_embeddings,
+        norm_eps=hf_config.layer_norm_epsilon,
+        scale_scores=hf_config.scale_attn_weights,
+        scale_by_layer=hf_config.scale_attn_by_inverse_layer_idx,
+    )
+
+
+def _llama_settings(hf_config) -> dict:
+    """ModernConfig's settings for a LlamaConfig or Qwen3Config."""
+    rope = dict(hf_config.rope_parameters or {})
+    return dict(
         vocab_size=hf_config.vocab_size,
         block_size=hf_config.max_position_embeddings,
         d_model=hf_config.hidden_size,
@@ -98,83 +140,121 @@ def config_from_transformers(hf_config) -> ModernConfig:
         d_ff=hf_config.intermediate_size,
         n_kv_heads=hf_config.num_key_value_heads,
         head_dim=getattr(hf_config, "head_dim", None),
-        bias=bool(getattr(hf_config, "attention_bias", False)),
-        qk_norm=kind == "qwen3",
-        tie_embeddings=bool(hf_config.tie_word_embeddings),
+        bias=hf_config.attention_bias,
+        mlp_bias=getattr(hf_config, "mlp_bias", False),  # Qwen3's MLP: never biases
+        qk_norm=hf_config.model_type == "qwen3",
+        tie_embeddings=hf_config.tie_word_embeddings,
         norm_eps=hf_config.rms_norm_eps,
         rope_base=rope.get("rope_theta", 10000.0),
+        rope_angle_dtype="float32",  # transformers' inv_freq and angles are float32
+        padding_idx=hf_config.pad_token_id,
     )
 
 
-def _check_supported(hf_config) -> str:
-    """The config's ``model_type``, if the course implements it (for Llama and Qwen3, its RoPE)."""
-    kind = getattr(hf_config, "model_type", None)
-    if kind == "gpt2":
-        return kind
-    if kind not in ("llama", "qwen3"):
-        raise ValueError(f"model_type must be 'llama', 'qwen3' or 'gpt2', got {kind!r}")
-    rope = dict(getattr(hf_config, "rope_parameters", None) or {})
-    if rope.get("rope_type", "default") != "default":
-        raise ValueError(f"only plain RoPE is implemented, got rope_type={rope['rope_type']!r}")
-    return kind
+def _llama_rows(config: ModernConfig) -> list[tuple[str, str, tuple[int, ...]]]:
+    """(course name, Llama / Qwen3 name, shape) of every tensor the config needs."""
+    C, V, F, d_k = config.d_model, config.vocab_size, config.d_ff, config.d_k
+    q, kv = config.n_heads * d_k, config.n_kv_heads * d_k
+    head = "model.embed_tokens.weight" if config.tie_embeddings else "lm_head.weight"
+    rows = [
+        ("token_embedding.weight", "model.embed_tokens.weight", (V, C)),
+        ("final_norm.weight", "model.norm.weight", (C,)),
+        ("lm_head.weight", head, (V, C)),  # tied: the same matrix under both names
+    ]
+    layer_rows = [
+        ("ln_1.weight", "input_layernorm.weight", (C,)),
+        ("ln_2.weight", "post_attention_layernorm.weight", (C,)),
+        *(("attention.w_q." + p, "self_attn.q_proj." + p, (q, C)[: 2 - i]) for i, p in _PARTS),
+        *(("attention.w_k." + p, "self_attn.k_proj." + p, (kv, C)[: 2 - i]) for i, p in _PARTS),
+        *(("attention.w_v." + p, "self_attn.v_proj." + p, (kv, C)[: 2 - i]) for i, p in _PARTS),
+        *(("attention.w_o." + p, "self_attn.o_proj." + p, (C, q)[: 2 - i]) for i, p in _PARTS),
+        *(("feed_forward.gate." + p, "mlp.gate_proj." + p, (F, C)[: 2 - i]) for i, p in _PARTS),
+        *(("feed_forward.up." + p, "mlp.up_proj." + p, (F, C)[: 2 - i]) for i, p in _PARTS),
+        *(("feed_forward.down." + p, "mlp.down_proj." + p, (C, F)[: 2 - i]) for i, p in _PARTS),
+        ("attention.q_norm.weight", "self_attn.q_norm.weight", (d_k,)),
+        ("attention.k_norm.weight", "self_attn.k_norm.weight", (d_k,)),
+    ]
+    keep = {"attention": config.bias, "feed_forward": config.mlp_bias}
+    for layer in range(config.n_layers):
+        for ours, theirs, shape in layer_rows:
+            if ours.endswith(".bias") and not keep[ours.split(".")[0]]:
+                continue
+            if "_norm." in ours and not config.qk_norm:
+                continue
+            rows.append((f"blocks.{layer}.{ours}", f"model.layers.{layer}.{theirs}", shape))
+    return rows
 
 
-def _llama_names(layer: int, qk_norm: bool) -> dict[str, str]:
-    """Course name -> Llama / Qwen3 name, for block ``layer``."""
-    ours, theirs = f"blocks.{layer}.", f"model.layers.{layer}."
-    names = {
-        "ln_1.weight": "input_layernorm.weight",
-        "ln_2.weight": "post_attention_layernorm.weight",
-        "attention.w_q.weight": "self_attn.q_proj.weight",
-        "attention.w_k.weight": "self_attn.k_proj.weight",
-        "attention.w_v.weight": "self_attn.v_proj.weight",
-        "attention.w_o.weight": "self_attn.o_proj.weight",
-        "feed_forward.gate.weight": "mlp.gate_proj.weight",
-        "feed_forward.up.weight": "mlp.up_proj.weight",
-        "feed_forward.down.weight": "mlp.down_proj.weight",
-    }
-    if qk_norm:
-        names["attention.q_norm.weight"] = "self_attn.q_norm.weight"
-        names["attention.k_norm.weight"] = "self_attn.k_norm.weight"
-    return {ours + a: theirs + b for a, b in names.items()}
+_PARTS = ((0, "weight"), (1, "bias"))  # a bias has the weight's shape without its last axis
 
 
 def llama_state_dict(state_dict: dict, config: ModernConfig) -> dict[str, torch.Tensor]:
     """A Llama or Qwen3 state dict under the course's names, q and k rows permuted.
 
     Raises:
-        KeyError: a weight the config needs is missing (another model, a wrong config).
+        ValueError: a tensor the config needs is missing, one it does not describe is there
+            (e.g. a layer beyond ``n_layers``), or one has another shape; each named, with
+            its layer.
     """
-    out = {"token_embedding.weight": state_dict["model.embed_tokens.weight"]}
-    out["final_norm.weight"] = state_dict["model.norm.weight"]
-    # tied: the same matrix under both names (load_state_dict expects both)
-    head = "model.embed_tokens.weight" if config.tie_embeddings else "lm_head.weight"
-    out["lm_head.weight"] = state_dict[head]
+    rows = _llama_rows(config)
+    expected = {theirs: shape for _, theirs, shape in rows}
+    tied = ("lm_head.weight", "model.embed_tokens.weight") if config.tie_embeddings else None
+    check_state_dict(state_dict, expected, config, tied=tied)
     heads = {"w_q": config.n_heads, "w_k": config.n_kv_heads, "q_norm": 1, "k_norm": 1}
-    for layer in range(config.n_layers):
-        for ours, theirs in _llama_names(layer, config.qk_norm).items():
-            tensor = state_dict[theirs]
-            kind = ours.split(".")[-2]  # w_q, w_k, q_norm, ...
-            if kind in heads:  # the rotated channels: into the course's interleaved pairs
-                tensor = permute_heads(tensor, heads[kind], config.d_k)
-            out[ours] = tensor
+    out = {}
+    for ours, theirs, _ in rows:
+        tensor = state_dict[theirs]
+        kind = ours.split(".")[-2]  # w_q, w_k, q_norm, ...
+        if kind in heads:  # the rotated channels: into the course's interleaved pairs
+            tensor = permute_heads(tensor, heads[kind], config.d_k)
+        out[ours] = tensor
     return out
+
+
+def _gpt2_shapes(config: ModernConfig) -> dict[str, tuple[int, ...]]:
+    """GPT-2's tensor names (without ``transformer.``) and shapes, ``Conv1D`` as (in, out)."""
+    C, V, F = config.d_model, config.vocab_size, config.d_ff
+    shapes = {"wte.weight": (V, C), "wpe.weight": (config.block_size, C)}
+    shapes |= {"ln_f.weight": (C,), "ln_f.bias": (C,)}
+    if not config.tie_embeddings:
+        shapes["lm_head.weight"] = (V, C)
+    for layer in range(config.n_layers):
+        for name, shape in (
+            ("ln_1", (C,)),
+            ("ln_2", (C,)),
+            ("attn.c_attn", (C, 3 * C)),
+            ("attn.c_proj", (C, C)),
+            ("mlp.c_fc", (C, F)),
+            ("mlp.c_proj", (F, C)),
+        ):
+            shapes[f"h.{layer}.{name}.weight"] = shape
+            shapes[f"h.{layer}.{name}.bias"] = shape[-1:]
+    return shapes
+
+
+#: Old GPT-2 files also hold each layer's causal-mask table: buffers, not weights.
+_GPT2_MASK_BUFFERS = re.compile(r"h\.\d+\.attn\.(bias|masked_bias)")
 
 
 def gpt2_state_dict(state_dict: dict, config: ModernConfig) -> dict[str, torch.Tensor]:
     """A GPT-2 state dict under the course's names, ``Conv1D`` weights transposed.
 
+    Takes ``GPT2LMHeadModel``'s names or the hub file's (no ``transformer.`` prefix, no
+    ``lm_head`` when tied).
+
     Raises:
-        KeyError: a weight the config needs is missing.
+        ValueError: a missing, extra or misshaped tensor, named with its layer.
     """
-    prefix = "transformer." if "transformer.wte.weight" in state_dict else ""
-    sd = {k.removeprefix(prefix): v for k, v in state_dict.items()}
+    sd = {k.removeprefix("transformer."): v for k, v in state_dict.items()}
+    tied = ("lm_head.weight", "wte.weight") if config.tie_embeddings else None
+    check_state_dict(sd, _gpt2_shapes(config), config, tied=tied, ignored=_GPT2_MASK_BUFFERS)
+    head = "wte.weight" if config.tie_embeddings else "lm_head.weight"
     out = {
         "token_embedding.weight": sd["wte.weight"],
         "position.weight": sd["wpe.weight"],
         "final_norm.weight": sd["ln_f.weight"],
         "final_norm.bias": sd["ln_f.bias"],
-        "lm_head.weight": sd["wte.weight"],  # tied to the embedding
+        "lm_head.weight": sd[head],
     }
     for layer in range(config.n_layers):
         ours, theirs = f"blocks.{layer}.", f"h.{layer}."
@@ -185,10 +265,8 @@ def gpt2_state_dict(state_dict: dict, config: ModernConfig) -> dict[str, torch.T
         weights = sd[f"{theirs}attn.c_attn.weight"].t().chunk(3, dim=0)  # 3 x (C, C)
         biases = sd[f"{theirs}attn.c_attn.bias"].chunk(3)  # 3 x (C,)
         for name, weight, bias in zip(("w_q", "w_k", "w_v"), weights, biases):
-            out[f"{ours}attention.{name}.weight"], out[f"{ours}attention.{name}.bias"] = (
-                weight,
-                bias,
-            )
+            out[f"{ours}attention.{name}.weight"] = weight
+            out[f"{ours}attention.{name}.bias"] = bias
         for ours_name, theirs_name in (
             ("attention.w_o", "attn.c_proj"),
             ("feed_forward.up", "mlp.c_fc"),
@@ -206,20 +284,35 @@ def from_transformers(hf_model: nn.Module) -> ModernDecoder:
         hf_model: ``LlamaForCausalLM``, ``Qwen3ForCausalLM`` or ``GPT2LMHeadModel``.
 
     Returns:
-        a :class:`ModernDecoder` in eval mode, float32, whose logits equal the model's (to
-        float rounding: 1e-5 in float32 in ``tests/test_hf_weights.py``).
+        a :class:`ModernDecoder` in eval mode, in the weights' own dtype, whose logits equal
+        the model's to 1e-5 in float32 (and in float64; GPT-2's to 1e-12 in float64), at
+        every length up to the config's maximum (see the module's "Precision").
 
     Raises:
         TypeError: ``hf_model`` is not a module with a ``config``.
-        ValueError: an unsupported ``model_type``.
+        ValueError: an unsupported ``model_type`` or field value (named); a state dict that
+            does not match the config (each tensor named); weights of mixed dtypes.
     """
     check_instance(hf_model, "hf_model", nn.Module, "e.g. LlamaForCausalLM(LlamaConfig(...))")
     config = config_from_transformers(getattr(hf_model, "config", None))
-    state_dict = {k: v.detach().float() for k, v in hf_model.state_dict().items()}
+    state_dict = {k: v.detach() for k, v in hf_model.state_dict().items()}
+    dtype = _check_one_dtype(state_dict)
     convert = gpt2_state_dict if config.positional == "learned" else llama_state_dict
-    model = ModernDecoder(config)
-    model.load_state_dict(convert(state_dict, config))
+    converted = convert(state_dict, config)
+    model = ModernDecoder(config).to(dtype)
+    model.load_state_dict(converted)
     return model.eval()
+
+
+def _check_one_dtype(state_dict: dict) -> torch.dtype:
+    """The one float dtype of the weights (kept: float64 stays float64)."""
+    dtypes = {v.dtype for v in state_dict.values() if v.is_floating_point()}
+    if len(dtypes) != 1:
+        raise ValueError(
+            f"the weights must share one float dtype, got {sorted(map(str, dtypes))}; "
+            "convert the model first, e.g. hf_model.to(torch.float32)"
+        )
+    return dtypes.pop()
 
 
 def hidden_states_like_transformers(model: ModernDecoder, ids: torch.Tensor) -> list[torch.Tensor]:
