@@ -40,10 +40,12 @@ from course_utils.exercises.nb09_residual_and_layernorm import (
     check_pre_ln_residual,
 )
 from course_utils.exercises.nb10_feed_forward import check_feed_forward, check_ffn_parameter_count
+from course_utils.exercises.nb11_block_and_decoder import check_block, check_decoder
 from course_utils.exercises.nb11_decoder_block_and_logits import (
     check_greedy_next_token,
     check_top_k_filter,
 )
+from course_utils.exercises.nb12_generation_loop import check_generate_loop
 from course_utils.exercises.nb12_training import (
     check_estimate_loss,
     check_learning_rate,
@@ -89,11 +91,14 @@ __all__ = [
     "check_pre_ln_residual",
     "check_feed_forward",
     "check_ffn_parameter_count",
+    "check_block",
+    "check_decoder",
     "check_top_k_filter",
     "check_greedy_next_token",
     "check_training_step",
     "check_learning_rate",
     "check_estimate_loss",
+    "check_generate_loop",
     "check_append_to_cache",
     "check_new_positions",
     "check_top_p_filter",
