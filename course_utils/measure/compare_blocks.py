@@ -47,6 +47,7 @@ import torch
 
 from course_utils.config import ModelConfig, get_config
 from course_utils.lab.assets import ASSETS_DIR
+from course_utils.measure.cli import check_out_path, check_rehearsal_switch
 
 # A folder of their own: course_utils.measure.record.find_runs reads every record of notebook 12's
 # schema in assets/runs/, and these have another.
@@ -290,8 +291,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     for name in ("threads", "seed", "max_iters", "rounds", "steps"):
         value = getattr(args, name, None)
-        if value is not None and value < (0 if name == "seed" else 1):
-            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+        least = 0 if name == "seed" else 1
+        if value is not None and value < least:
+            parser.error(f"--{name.replace('_', '-')} must be at least {least}, got {value}")
+    check_out_path(parser, args.out)
+    check_rehearsal_switch(parser)
     return args
 
 

@@ -129,6 +129,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line's options (``--help`` lists them), checked as
     :func:`course_utils.train.check_command` does: a user's mistake prints one line and
     exits with status 2."""
+    from course_utils.measure.cli import check_non_negative, check_out_path, check_rehearsal_switch
     from course_utils.train import add_set_option, check_command
 
     parser = argparse.ArgumentParser(
@@ -155,6 +156,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
     check_command(parser, args)  # a user's mistake: one line, exit status 2
+    check_non_negative(parser, args, "sample_chars")
+    if args.max_chars is not None and args.max_chars < 1:
+        parser.exit(
+            2, f"{parser.prog}: error: --max-chars must be at least 1, got {args.max_chars}\n"
+        )
+    check_out_path(parser, args.out)
+    check_rehearsal_switch(parser)
     return args
 
 
