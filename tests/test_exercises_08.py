@@ -1,263 +1,260 @@
-"""Checkers of notebooks 07 (softmax and weighted values) and 08 (concat and W_o): each accepts
-the right answer and rejects the typical wrong ones with a message that says what differs."""
+"""Checkers of notebook 08, the learner's merge_heads and MultiHeadAttention: each catalogued
+mistake is rejected with its own message, right answers written other ways are accepted, and
+the checker never fails on its own (issue 32's standard)."""
+
+from __future__ import annotations
 
 import math
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
 
-from course_utils.exercises import (
-    check_attention_output,
-    check_merge_heads,
-    check_multi_head_attention,
-    check_stable_softmax,
-)
-
-# --- notebook 07 -------------------------------------------------------------------------
+from course_utils.exercises import check_merge_heads, check_multi_head_attention
+from course_utils.exercises import solution_model as solution
+from course_utils.exercises.nb08_concat_and_w_o import _MERGE_MISTAKES, _mha_mistakes
 
 
-def stable_softmax(scores, temperature=1.0):
-    z = scores / temperature
-    e = (z - z.amax(dim=-1, keepdim=True)).exp()
-    return e / e.sum(dim=-1, keepdim=True)
+@pytest.fixture(autouse=True)
+def scratch_parts(tmp_path, monkeypatch):
+    """Parts that pass are saved: into a scratch folder, never the repository."""
+    monkeypatch.setenv("COURSE_MY_MODEL", str(tmp_path / "my_model"))
+    return tmp_path / "my_model"
 
 
-def test_stable_softmax_accepts_the_right_answer(capsys):
-    assert check_stable_softmax(stable_softmax) is True
-    assert "✅ stable softmax: correct" in capsys.readouterr().out
-
-
-def test_stable_softmax_rejects_the_naive_softmax_that_overflows(capsys):
-    def naive(scores, temperature=1.0):
-        e = (scores / temperature).exp()
-        return e / e.sum(dim=-1, keepdim=True)
-
-    assert check_stable_softmax(naive) is False
+def verdict(checker, answer, capsys) -> tuple[bool, str]:
+    result = checker(answer)
     out = capsys.readouterr().out
-    assert "❌ stable softmax" in out and "NaN at (0, 0)" in out and "own maximum" in out
+    assert "checker itself failed" not in out, out
+    return result, out
 
 
-def test_stable_softmax_rejects_a_global_maximum(capsys):
-    def global_max(scores, temperature=1.0):
-        z = scores / temperature
-        e = (z - z.max()).exp()  # one maximum for the whole tensor: small rows underflow
-        return e / e.sum(dim=-1, keepdim=True)
-
-    assert check_stable_softmax(global_max) is False
-    assert "NaN at (1, 0)" in capsys.readouterr().out
+# --- merge_heads ---------------------------------------------------------------------------
 
 
-def test_stable_softmax_rejects_the_wrong_axis_and_a_missing_temperature(capsys):
-    assert check_stable_softmax(lambda s, temperature=1.0: stable_softmax(s.mT).mT) is False
-    assert "stable_softmax(scores) differs" in capsys.readouterr().out
-    assert check_stable_softmax(lambda s, temperature=1.0: stable_softmax(s)) is False
-    assert "temperature=0.5) differs" in capsys.readouterr().out
+RIGHT_MERGES = {
+    "solution": solution.merge_heads,
+    "reshape": lambda x: x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1),
+    "flatten": lambda x: x.transpose(1, 2).flatten(2),
+    "cat": lambda x: torch.cat([x[:, i] for i in range(x.shape[1])], dim=-1),
+    "einsum": lambda x: torch.einsum("bhtd->bthd", x).reshape(x.shape[0], x.shape[2], -1),
+    "float64": lambda x: (
+        x.double().permute(0, 2, 1, 3).contiguous().view(x.shape[0], x.shape[2], -1)
+    ),
+}
 
 
-def test_stable_softmax_rejects_the_library_softmax(capsys):
-    """The exercise forbids the library: each way of calling it is named, although the values
-    are right."""
-    import torch.nn.functional as F
-
-    def library(scores, temperature=1.0):
-        return torch.softmax(scores / temperature, dim=-1)
-
-    def functional(scores, temperature=1.0):
-        return F.softmax(scores / temperature, dim=-1)
-
-    def method(scores, temperature=1.0):
-        return (scores / temperature).softmax(-1)
-
-    def via_log(scores, temperature=1.0):
-        return F.log_softmax(scores / temperature, dim=-1).exp()
-
-    def special(scores, temperature=1.0):  # issue 22: this route used to pass
-        return torch.special.softmax(scores / temperature, dim=-1)
-
-    def module(scores, temperature=1.0):
-        return torch.nn.Softmax(dim=-1)(scores.clone() / temperature)
-
-    for answer in (library, functional, method, via_log, special, module):
-        assert check_stable_softmax(answer) is False
-        out = capsys.readouterr().out
-        assert "runs the library's softmax" in out and "write the formula out" in out, out
+@pytest.mark.parametrize("name", RIGHT_MERGES)
+def test_merge_heads_accepts_right_answers(name, capsys):
+    assert verdict(check_merge_heads, RIGHT_MERGES[name], capsys) == (
+        True,
+        "✅ merge_heads: correct\n",
+    )
 
 
-@pytest.mark.parametrize(
-    "right",
-    [
-        # each row's own maximum taken by max(...).values, and division by the temperature late
-        lambda s, temperature=1.0: (lambda e: e / e.sum(-1, keepdim=True))(
-            ((s - s.max(dim=-1, keepdim=True).values) / temperature).exp()
-        ),
-        # log-sum-exp, another stable formula written with plain ops
-        lambda s, temperature=1.0: (
-            s / temperature - (s / temperature).logsumexp(dim=-1, keepdim=True)
-        ).exp(),
-    ],
-)
-def test_stable_softmax_accepts_other_stable_formulas(right, capsys):
-    assert check_stable_softmax(right) is True, capsys.readouterr().out
+@pytest.mark.parametrize("index", range(len(_MERGE_MISTAKES)))
+def test_merge_heads_names_each_catalogued_mistake(index, capsys):
+    message, wrong = _MERGE_MISTAKES[index]
+    ok, out = verdict(check_merge_heads, wrong, capsys)
+    assert not ok and f"looks like {message}" in out
 
 
-def test_stable_softmax_reports_an_unfinished_stub(capsys):
-    def stub(scores, temperature=1.0):
-        raise NotImplementedError
-
-    assert check_stable_softmax(stub) is False
-    assert "not implemented yet" in capsys.readouterr().out
-
-
-def attention(q, k, v):
-    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
-    return weights @ v, weights
+def test_merge_heads_names_a_view_of_the_transposed_tensor(capsys):
+    ok, out = verdict(
+        check_merge_heads, lambda x: x.transpose(1, 2).view(x.shape[0], x.shape[2], -1), capsys
+    )
+    assert not ok and "call .contiguous() before .view()" in out
 
 
-def test_attention_output_accepts_the_right_answer(capsys):
-    assert check_attention_output(attention) is True
-    assert "✅ attention output: correct" in capsys.readouterr().out
+def test_merge_heads_catches_the_notebook_s_globals(capsys):
+    B, n_heads, T, d_model = 2, 3, 6, 24  # the notebook's running example
+
+    def with_globals(x):
+        return x.transpose(1, 2).contiguous().view(B, x.shape[2], n_heads * x.shape[3])
+
+    def all_globals(x):
+        return x.transpose(1, 2).contiguous().view(B, T, d_model)
+
+    ok, out = verdict(check_merge_heads, with_globals, capsys)
+    assert not ok and "It was right on x of shape (2, 3, 6, 8)" in out and "notebook global" in out
+    ok, out = verdict(check_merge_heads, all_globals, capsys)
+    assert not ok and "not from the notebook's globals" in out
 
 
-def test_attention_output_rejects_typical_mistakes(capsys):
-    def no_scale(q, k, v):
-        weights = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
-        return weights @ v, weights
+def test_merge_heads_reports_wrong_shapes_types_and_stubs(capsys):
+    ok, out = verdict(check_merge_heads, lambda x: x.transpose(1, 2), capsys)
+    assert not ok and "shape (2, 6, 3, 8), expected (B, T, C) = (2, 6, 24)" in out
+    ok, out = verdict(check_merge_heads, lambda x: x.transpose(1, 2).tolist(), capsys)
+    assert not ok and "should be a torch.Tensor, got a list" in out
+    ok, out = verdict(check_merge_heads, solution.merge_heads(torch.zeros(1, 1, 1, 1)), capsys)
+    assert not ok and "pass the function itself" in out
 
-    def query_axis(q, k, v):
-        weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-2)
-        return weights @ v, weights
+    def stub(x):
+        raise NotImplementedError  # your code here
 
-    def wrong_order(q, k, v):
-        weights = attention(q, k, v)[1]
-        return v @ weights, weights
-
-    def output_only(q, k, v):
-        return attention(q, k, v)[0]
-
-    def divided_by_d_k(q, k, v):
-        weights = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], dim=-1)
-        return weights @ v, weights
-
-    assert check_attention_output(no_scale) is False
-    assert "not divided by sqrt(d_k)" in capsys.readouterr().out
-    assert check_attention_output(query_axis) is False
-    assert "the softmax runs over the queries (dim=-2)" in capsys.readouterr().out
-    assert check_attention_output(divided_by_d_k) is False
-    assert "divided by d_k; divide by sqrt(d_k)" in capsys.readouterr().out
-    assert check_attention_output(wrong_order) is False
-    assert "the weights come first" in capsys.readouterr().out
-    assert check_attention_output(output_only) is False
-    assert "should return a tuple (output, weights)" in capsys.readouterr().out
+    assert verdict(check_merge_heads, stub, capsys) == (
+        False,
+        "❌ merge_heads: not implemented yet\n",
+    )
 
 
-def test_attention_output_accepts_other_right_answers(capsys):
-    def by_einsum(q, k, v):
-        scores = torch.einsum("...qd,...kd->...qk", q, k) * q.shape[-1] ** -0.5
-        weights = scores.softmax(dim=-1)
-        return torch.einsum("...qk,...kd->...qd", weights, v), weights
+def test_merge_heads_saves_the_part_only_when_right(scratch_parts, capsys):
+    def merge_heads(x):
+        return x.reshape(x.shape[0], x.shape[2], -1)
 
-    def stable_by_hand(q, k, v):
-        scores = q @ k.mT / math.sqrt(q.size(-1))
-        e = (scores - scores.amax(-1, keepdim=True)).exp()
-        weights = e / e.sum(-1, keepdim=True)
-        return torch.matmul(weights, v), weights
+    assert not verdict(check_merge_heads, merge_heads, capsys)[0]
+    assert not (scratch_parts / "merge_heads.py").exists()
 
-    assert check_attention_output(by_einsum) is True
-    assert check_attention_output(stable_by_hand) is True, capsys.readouterr().out
+    def merge_heads(x):  # noqa: F811 (the learner's second try)
+        return x.transpose(1, 2).flatten(2)
+
+    assert verdict(check_merge_heads, merge_heads, capsys)[0]
+    assert "transpose(1, 2).flatten(2)" in (scratch_parts / "merge_heads.py").read_text()
 
 
-# --- notebook 08 -------------------------------------------------------------------------
+# --- MultiHeadAttention ----------------------------------------------------------------------
 
 
-def merge(x):
-    batch, heads, time, head_dim = x.shape
-    return x.transpose(1, 2).contiguous().view(batch, time, heads * head_dim)
+class WithSDPA(solution.MultiHeadAttention):
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = (
+            w(x).reshape(B, T, self.n_heads, -1).permute(0, 2, 1, 3)
+            for w in (self.w_q, self.w_k, self.w_v)
+        )
+        heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.w_o(heads.permute(0, 2, 1, 3).reshape(B, T, C))
 
 
-def test_merge_heads_accepts_the_right_answer(capsys):
-    assert check_merge_heads(merge) is True
-    assert check_merge_heads(lambda x: x.permute(0, 2, 1, 3).reshape(2, 5, 12)) is True
-    assert capsys.readouterr().out.count("✅ merge heads: correct") == 2
+class ByHandFloat64(solution.MultiHeadAttention):
+    def forward(self, x):
+        B, T, C = x.shape
+        d_k = C // self.n_heads
+        q, k, v = (
+            F.linear(x.double(), w.weight.double(), w.bias.double())
+            for w in (self.w_q, self.w_k, self.w_v)
+        )
+        q, k, v = (t.view(B, T, self.n_heads, d_k).transpose(1, 2) for t in (q, k, v))
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(d_k)
+        scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -torch.inf)
+        heads = scores.softmax(-1) @ v
+        return F.linear(
+            heads.transpose(1, 2).reshape(B, T, C), self.w_o.weight.double(), self.w_o.bias.double()
+        )
 
 
-def test_merge_heads_rejects_typical_mistakes(capsys):
-    def view_without_transpose(x):
-        batch, heads, time, head_dim = x.shape
-        return x.view(batch, time, heads * head_dim)
-
-    def view_without_contiguous(x):
-        batch, heads, time, head_dim = x.shape
-        return x.transpose(1, 2).view(batch, time, heads * head_dim)
-
-    assert check_merge_heads(view_without_transpose) is False
-    assert "without moving the heads" in capsys.readouterr().out
-    assert check_merge_heads(view_without_contiguous) is False
-    out = capsys.readouterr().out
-    assert "view size is not compatible" in out and "call .contiguous()" in out
-    assert check_merge_heads(lambda x: x.transpose(1, 2)) is False
-    assert "shape (2, 5, 3, 4), expected (2, 5, 12)" in capsys.readouterr().out
+class PerHeadLoop(solution.MultiHeadAttention):
+    def forward(self, x):
+        T, C = x.shape[1], x.shape[2]
+        d_k = C // self.n_heads
+        q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)
+        outs = []
+        for i in range(self.n_heads):
+            part = slice(i * d_k, (i + 1) * d_k)
+            scores = q[..., part] @ k[..., part].transpose(-2, -1) / d_k**0.5
+            scores = scores + torch.full((T, T), float("-inf")).triu(1)
+            outs.append(scores.softmax(-1) @ v[..., part])
+        return self.w_o(torch.cat(outs, dim=-1))
 
 
-def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, causal=False, merge_fn=merge):
-    batch, time, channels = x.shape
+class WithLibrary(solution.MultiHeadAttention):
+    """nn.MultiheadAttention with the learner's weights copied in."""
 
-    def split(t):
-        return t.view(batch, time, n_heads, channels // n_heads).transpose(1, 2)
-
-    q, k, v = split(x @ w_q.T), split(x @ w_k.T), split(x @ w_v.T)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(channels // n_heads)
-    if causal:
-        future = torch.ones(time, time, dtype=torch.bool).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
-    return merge_fn(torch.softmax(scores, dim=-1) @ v) @ w_o.T
-
-
-def test_multi_head_attention_accepts_the_right_answer(capsys):
-    assert check_multi_head_attention(multi_head_attention) is True
-    assert "✅ multi-head attention: correct" in capsys.readouterr().out
-
-
-def test_multi_head_attention_rejects_typical_mistakes(capsys):
-    def untransposed_weights(x, w_q, w_k, w_v, w_o, n_heads, causal=False):
-        return multi_head_attention(x, w_q.T, w_k.T, w_v.T, w_o.T, n_heads, causal)
-
-    def no_w_o(x, w_q, w_k, w_v, w_o, n_heads, causal=False):
-        eye = torch.eye(x.shape[-1])
-        return multi_head_attention(x, w_q, w_k, w_v, eye, n_heads, causal)
-
-    def ignores_causal(x, w_q, w_k, w_v, w_o, n_heads, causal=False):
-        return multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads)
-
-    def merge_by_plain_view(x, w_q, w_k, w_v, w_o, n_heads, causal=False):
-        def plain_view(heads):
-            return heads.reshape(x.shape)
-
-        return multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, causal, merge_fn=plain_view)
-
-    for wrong, reason in (
-        (untransposed_weights, "the paper's layout"),
-        (no_w_o, "W_o is missing"),
-        (merge_by_plain_view, "merged by a view without the transpose"),
-    ):
-        assert check_multi_head_attention(wrong) is False
-        out = capsys.readouterr().out
-        assert "output with causal=False differs by up to" in out and reason in out, out
-    assert check_multi_head_attention(ignores_causal) is False
-    out = capsys.readouterr().out
-    assert "output with causal=True differs by up to" in out and "causal mask is ignored" in out
-
-
-def test_multi_head_attention_accepts_the_course_s_module_with_copied_weights(capsys):
-    from course_utils.attention import MultiHeadAttention
-
-    def with_module(x, w_q, w_k, w_v, w_o, n_heads, causal=False):
-        module = MultiHeadAttention(x.shape[-1], n_heads, bias=False)
+    def forward(self, x):
+        C = x.shape[-1]
+        library = nn.MultiheadAttention(C, self.n_heads, batch_first=True)
         with torch.no_grad():
-            for linear, weight in zip(
-                (module.w_q, module.w_k, module.w_v, module.w_o), (w_q, w_k, w_v, w_o)
-            ):
-                linear.weight.copy_(weight)
-        mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).tril() if causal else None
-        return module(x, mask=mask)
+            library.in_proj_weight.copy_(
+                torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])
+            )
+            library.in_proj_bias.copy_(torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias]))
+            library.out_proj.weight.copy_(self.w_o.weight)
+            library.out_proj.bias.copy_(self.w_o.bias)
+        mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)  # True = hidden
+        return library(x, x, x, attn_mask=mask, need_weights=False)[0]
 
-    assert check_multi_head_attention(with_module) is True, capsys.readouterr().out
+
+RIGHT_MHAS = [solution.MultiHeadAttention, WithSDPA, ByHandFloat64, PerHeadLoop, WithLibrary]
+
+
+@pytest.mark.parametrize("part", RIGHT_MHAS, ids=lambda c: c.__name__)
+def test_multi_head_attention_accepts_right_answers(part, capsys):
+    ok, out = verdict(check_multi_head_attention, part, capsys)
+    assert ok, out
+
+
+@pytest.mark.parametrize("index", range(len(_mha_mistakes())))
+def test_multi_head_attention_names_each_catalogued_mistake(index, capsys):
+    message, wrong = _mha_mistakes()[index]
+    ok, out = verdict(check_multi_head_attention, wrong, capsys)
+    assert not ok and f"looks like {message}" in out
+
+
+def test_multi_head_attention_catches_a_fixed_number_of_heads(capsys):
+    class Global(solution.MultiHeadAttention):
+        def forward(self, x):
+            n_heads = 3 if x.shape[-1] % 3 == 0 else self.n_heads  # the notebook's n_heads = 3
+            q, k, v = (solution.split_heads(w(x), n_heads) for w in (self.w_q, self.w_k, self.w_v))
+            return self.w_o(solution.merge_heads(solution.attention(q, k, v)))
+
+    ok, out = verdict(check_multi_head_attention, Global, capsys)
+    assert not ok and "what n_heads=3 gives, not n_heads=1" in out
+
+
+def test_multi_head_attention_reports_structure_types_and_stubs(capsys):
+    class Renamed(nn.Module):
+        def __init__(self, d_model, n_heads):
+            super().__init__()
+            self.n_heads = n_heads
+            self.query = nn.Linear(d_model, d_model)
+            self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(3))
+
+    ok, out = verdict(check_multi_head_attention, Renamed, capsys)
+    assert (
+        not ok and "has no parameter w_q.weight, w_q.bias but has query.weight, query.bias" in out
+    )
+
+    class NoBias(solution.MultiHeadAttention):
+        def __init__(self, d_model, n_heads):
+            super().__init__(d_model, n_heads)
+            self.w_q = nn.Linear(d_model, d_model, bias=False)
+
+    ok, out = verdict(check_multi_head_attention, NoBias, capsys)
+    assert not ok and "has no parameter w_q.bias" in out
+
+    class WrongInit(nn.Module):
+        def __init__(self, d_model):
+            super().__init__()
+
+    ok, out = verdict(check_multi_head_attention, WrongInit, capsys)
+    assert not ok and "__init__ takes (d_model, n_heads)" in out
+
+    ok, out = verdict(check_multi_head_attention, solution.MultiHeadAttention(24, 3), capsys)
+    assert not ok and "pass the class itself: check_multi_head_attention(MultiHeadAttention)" in out
+    ok, out = verdict(check_multi_head_attention, solution.merge_heads, capsys)
+    assert not ok and "(a subclass of nn.Module), got a function" in out
+
+    class Pair(solution.MultiHeadAttention):
+        def forward(self, x):
+            return super().forward(x), None
+
+    ok, out = verdict(check_multi_head_attention, Pair, capsys)
+    assert not ok and "should be a torch.Tensor, got a tuple of 2 items" in out
+
+    class Stub(solution.MultiHeadAttention):
+        def forward(self, x):
+            raise NotImplementedError  # your code here
+
+    assert verdict(check_multi_head_attention, Stub, capsys) == (
+        False,
+        "❌ MultiHeadAttention: not implemented yet\n",
+    )
+
+
+def test_multi_head_attention_leaves_the_global_random_state_alone(capsys):
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    verdict(check_multi_head_attention, solution.MultiHeadAttention, capsys)
+    assert torch.equal(torch.rand(3), expected)

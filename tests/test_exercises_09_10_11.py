@@ -1,12 +1,20 @@
-"""Checkers of notebooks 09 (LayerNorm), 10 (feed-forward) and 11 (logits and sampling):
-each accepts the right answer and names the typical wrong ones."""
+"""Checkers of notebooks 09-11: the learner's LayerNorm, FeedForward, Block and Decoder (parts
+of their model), the pre-LN step, the FFN's parameter count, top-k and greedy: each
+catalogued mistake is rejected with its own message, right answers written other ways are
+accepted, and no checker fails on its own (issue 32's standard)."""
 
 from __future__ import annotations
 
+import math
+
+import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from course_utils.exercises import (
+    check_block,
+    check_decoder,
     check_feed_forward,
     check_ffn_parameter_count,
     check_greedy_next_token,
@@ -14,109 +22,199 @@ from course_utils.exercises import (
     check_pre_ln_residual,
     check_top_k_filter,
 )
+from course_utils.exercises import solution_model as solution
+from course_utils.exercises.nb09_residual_and_layernorm import (
+    _LAYER_NORM_MISTAKES,
+    _PRE_LN_MISTAKES,
+)
+from course_utils.exercises.nb10_feed_forward import _FEED_FORWARD_MISTAKES, _TanhGelu
+from course_utils.exercises.nb11_block_and_decoder import (
+    _BLOCK_MISTAKES,
+    _DECODER_MISTAKES,
+    _block_mistake,
+    _decoder_mistake,
+)
+
+
+@pytest.fixture(autouse=True)
+def scratch_parts(tmp_path, monkeypatch):
+    """Parts that pass are saved: into a scratch folder, never the repository."""
+    monkeypatch.setenv("COURSE_MY_MODEL", str(tmp_path / "my_model"))
+    return tmp_path / "my_model"
 
 
 def verdict(checker, function, capsys) -> tuple[bool, str]:
     result = checker(function)
-    return result, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "checker itself failed" not in out, out
+    return result, out
 
 
 def unfinished(*args):
     raise NotImplementedError  # your code here
 
 
-# --- 09 ---------------------------------------------------------------------------------
+def named(checker, wrong, message, capsys):
+    ok, out = verdict(checker, wrong, capsys)
+    assert not ok and f"looks like {message}" in out, out
 
 
-def test_check_layer_norm_accepts_the_biased_variance_with_eps_inside(capsys):
-    def layer_norm(x, weight, bias, eps):
-        mean = x.mean(dim=-1, keepdim=True)
-        variance = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
-        return (x - mean) / torch.sqrt(variance + eps) * weight + bias
+# --- 09: LayerNorm ------------------------------------------------------------------------
 
-    assert verdict(check_layer_norm, layer_norm, capsys) == (True, "✅ layer_norm: correct\n")
 
-    def with_rsqrt(x, weight, bias, eps):
+class VarMean(solution.LayerNorm):
+    def forward(self, x):
         variance, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
-        return torch.addcmul(bias, (x - mean) * torch.rsqrt(variance + eps), weight)
-
-    assert verdict(check_layer_norm, with_rsqrt, capsys)[0]
-    functional = lambda x, weight, bias, eps: F.layer_norm(x, x.shape[-1:], weight, bias, eps)  # noqa: E731
-    assert verdict(check_layer_norm, functional, capsys)[0]
+        return torch.addcmul(self.bias, (x - mean) * torch.rsqrt(variance + self.eps), self.weight)
 
 
-def test_check_layer_norm_names_the_classic_mistakes(capsys):
-    def unbiased(x, weight, bias, eps):
-        mean, variance = x.mean(-1, keepdim=True), x.var(-1, keepdim=True)  # divides by C - 1
-        return (x - mean) / torch.sqrt(variance + eps) * weight + bias
+class Functional64(solution.LayerNorm):
+    def forward(self, x):
+        weight, bias = self.weight.double(), self.bias.double()
+        return F.layer_norm(x.double(), x.shape[-1:], weight, bias, self.eps)
 
-    def eps_outside(x, weight, bias, eps):
-        mean, std = x.mean(-1, keepdim=True), x.std(-1, keepdim=True, unbiased=False)
-        return (x - mean) / (std + eps) * weight + bias
 
-    def std_and_eps_outside(x, weight, bias, eps):  # the popular one-liner: both mistakes
-        mean, std = x.mean(-1, keepdim=True), x.std(-1, keepdim=True)
-        return (x - mean) / (std + eps) * weight + bias
+class Centred(solution.LayerNorm):
+    def forward(self, x):
+        centred = x - x.mean(-1, keepdim=True)
+        return (
+            centred / (centred.pow(2).mean(-1, keepdim=True) + self.eps).sqrt() * self.weight
+            + self.bias
+        )
 
-    def no_affine(x, weight, bias, eps):
-        return F.layer_norm(x, x.shape[-1:], eps=eps)
 
-    ok, out = verdict(check_layer_norm, unbiased, capsys)
-    assert (
-        not ok and out.startswith("❌ layer_norm") and "unbiased variance (divide by C - 1)" in out
-    )
-    ok, out = verdict(check_layer_norm, eps_outside, capsys)
-    assert not ok and "eps added outside the square root" in out and "(1, 3, 24)" in out
-    ok, out = verdict(check_layer_norm, std_and_eps_outside, capsys)
+class Library(solution.LayerNorm):
+    def forward(self, x):
+        norm = nn.LayerNorm(x.shape[-1], eps=self.eps)
+        norm.load_state_dict(self.state_dict())
+        return norm(x)
+
+
+@pytest.mark.parametrize(
+    "part", [solution.LayerNorm, VarMean, Functional64, Centred, Library], ids=lambda c: c.__name__
+)
+def test_layer_norm_accepts_right_answers(part, capsys):
+    assert verdict(check_layer_norm, part, capsys) == (True, "✅ LayerNorm: correct\n")
+
+
+@pytest.mark.parametrize("index", range(len(_LAYER_NORM_MISTAKES)))
+def test_layer_norm_names_each_catalogued_mistake(index, capsys):
+    message, wrong = _LAYER_NORM_MISTAKES[index]
+    named(check_layer_norm, wrong, message, capsys)
+
+
+def test_layer_norm_names_the_popular_one_liner_and_a_hard_coded_eps(capsys):
+    class OneLiner(solution.LayerNorm):
+        def forward(self, x):
+            return (x - x.mean(-1, keepdim=True)) / (
+                x.std(-1, keepdim=True) + self.eps
+            ) * self.weight + self.bias
+
+    class Fixed(solution.LayerNorm):
+        def forward(self, x):
+            return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, 1e-5)
+
+    ok, out = verdict(check_layer_norm, OneLiner, capsys)
     assert not ok and "x.std() with eps outside the square root" in out
-    assert "design mistake" not in out  # no internal jargon in a student's message
-    ok, out = verdict(check_layer_norm, no_affine, capsys)
-    assert not ok and "weight and bias were not applied" in out
-    ok, out = verdict(check_layer_norm, unfinished, capsys)
-    assert not ok and "not implemented yet" in out
+    ok, out = verdict(check_layer_norm, Fixed, capsys)
+    assert not ok and "eps fixed at 1e-5; use self.eps" in out
 
 
-def test_check_pre_ln_residual(capsys):
-    assert verdict(check_pre_ln_residual, lambda x, norm, f: x + f(norm(x)), capsys)[0]
+def test_layer_norm_reports_renamed_parameters_and_stubs(capsys):
+    class GammaBeta(nn.Module):
+        def __init__(self, d_model, eps=1e-5):
+            super().__init__()
+            self.gamma, self.beta = (
+                nn.Parameter(torch.ones(d_model)),
+                nn.Parameter(torch.zeros(d_model)),
+            )
 
+    ok, out = verdict(check_layer_norm, GammaBeta, capsys)
+    assert not ok and "has no parameter weight, bias but has gamma, beta" in out
+
+    class Stub(solution.LayerNorm):
+        forward = unfinished
+
+    assert verdict(check_layer_norm, Stub, capsys) == (False, "❌ LayerNorm: not implemented yet\n")
+    ok, out = verdict(check_layer_norm, solution.LayerNorm(24), capsys)
+    assert not ok and "pass the class itself: check_layer_norm(LayerNorm)" in out
+
+
+# --- 09: one pre-LN step ------------------------------------------------------------------
+
+
+def test_pre_ln_residual_accepts_right_answers(capsys):
     def in_two_steps(x, norm, f):
         update = f(norm(x))
         return update.add(x)
 
-    assert verdict(check_pre_ln_residual, in_two_steps, capsys)[0]
-    ok, out = verdict(check_pre_ln_residual, lambda x, norm, f: norm(x + f(x)), capsys)
-    assert not ok and "post-LN" in out
-    ok, out = verdict(check_pre_ln_residual, lambda x, norm, f: f(norm(x)), capsys)
-    assert not ok and "without the residual" in out
-    ok, out = verdict(check_pre_ln_residual, lambda x, norm, f: norm(x) + f(norm(x)), capsys)
-    assert not ok and "normalised copy" in out
+    for right in (
+        lambda x, norm, f: x + f(norm(x)),
+        in_two_steps,
+        lambda x, norm, f: torch.add(x, f(norm(x))).double(),
+    ):
+        assert verdict(check_pre_ln_residual, right, capsys)[0]
 
 
-# --- 10 ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("index", range(len(_PRE_LN_MISTAKES)))
+def test_pre_ln_residual_names_each_catalogued_mistake(index, capsys):
+    message, wrong = _PRE_LN_MISTAKES[index]
+    named(check_pre_ln_residual, wrong, message, capsys)
 
 
-def test_check_feed_forward(capsys):
-    def right(x, w1, b1, w2, b2):
-        return F.gelu(x @ w1.T + b1) @ w2.T + b2
+# --- 10: FeedForward ----------------------------------------------------------------------
 
-    assert verdict(check_feed_forward, right, capsys) == (True, "✅ feed_forward: correct\n")
-    ok, out = verdict(
-        check_feed_forward, lambda x, w1, b1, w2, b2: F.relu(x @ w1.T + b1) @ w2.T + b2, capsys
+
+class ByHand(solution.FeedForward):
+    def forward(self, x):
+        h = x @ self.up.weight.T + self.up.bias
+        return (0.5 * h * (1 + torch.erf(h / math.sqrt(2)))) @ self.down.weight.T + self.down.bias
+
+
+class Sequential64(solution.FeedForward):
+    def forward(self, x):
+        return nn.Sequential(self.up, nn.GELU(), self.down).double()(x.double())
+
+
+class Einsum(solution.FeedForward):
+    def forward(self, x):
+        h = F.gelu(torch.einsum("...c,fc->...f", x, self.up.weight) + self.up.bias)
+        return torch.einsum("...f,cf->...c", h, self.down.weight) + self.down.bias
+
+
+@pytest.mark.parametrize(
+    "part", [solution.FeedForward, ByHand, Sequential64, Einsum], ids=lambda c: c.__name__
+)
+def test_feed_forward_accepts_right_answers(part, capsys):
+    assert verdict(check_feed_forward, part, capsys) == (True, "✅ FeedForward: correct\n")
+
+
+def test_feed_forward_accepts_gpt2_s_tanh_gelu(capsys):
+    ok, out = verdict(check_feed_forward, _TanhGelu, capsys)
+    assert ok and "tanh approximation" in out
+
+
+@pytest.mark.parametrize("index", range(len(_FEED_FORWARD_MISTAKES)))
+def test_feed_forward_names_each_catalogued_mistake(index, capsys):
+    message, wrong = _FEED_FORWARD_MISTAKES[index]
+    named(check_feed_forward, wrong, message, capsys)
+
+
+def test_feed_forward_names_raw_weights_and_stubs(capsys):
+    class Raw(solution.FeedForward):
+        def forward(self, x):
+            return F.gelu(x @ self.up.weight) @ self.down.weight
+
+    ok, out = verdict(check_feed_forward, Raw, capsys)
+    assert not ok and "nn.Linear's weight is (out, in)" in out
+
+    class Stub(solution.FeedForward):
+        forward = unfinished
+
+    assert verdict(check_feed_forward, Stub, capsys) == (
+        False,
+        "❌ FeedForward: not implemented yet\n",
     )
-    assert not ok and "ReLU instead of GELU" in out
-    tanh = lambda x, w1, b1, w2, b2: F.gelu(x @ w1.T + b1, approximate="tanh") @ w2.T + b2  # noqa: E731
-    assert verdict(check_feed_forward, tanh, capsys) == (True, "✅ feed_forward: correct\n")
-    ok, out = verdict(check_feed_forward, lambda x, w1, b1, w2, b2: F.gelu(x @ w1.T) @ w2.T, capsys)
-    assert not ok and "no biases" in out
-    ok, out = verdict(
-        check_feed_forward, lambda x, w1, b1, w2, b2: F.gelu(x @ w1 + b1) @ w2 + b2, capsys
-    )
-    assert not ok and "raised RuntimeError" in out and "use x @ w1.T" in out, out
-
-    def with_linear(x, w1, b1, w2, b2):
-        return F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
-
-    assert verdict(check_feed_forward, with_linear, capsys)[0]
 
 
 def test_check_ffn_parameter_count(capsys):
@@ -136,7 +234,171 @@ def test_check_ffn_parameter_count(capsys):
     assert verdict(check_ffn_parameter_count, from_modules, capsys)[0]
 
 
-# --- 11 ---------------------------------------------------------------------------------
+# --- 11: Block and Decoder ------------------------------------------------------------------
+
+
+class BlockInSteps(solution.Block):
+    def forward(self, x):
+        attended = self.attention(self.ln_1(x))
+        x = torch.add(x, attended)
+        return x.double() + self.feed_forward(self.ln_2(x)).double()
+
+
+class BlockFromLibrary(solution.Block):
+    """The library's LayerNorm with the learner's weights: another right way."""
+
+    def forward(self, x):
+        ln_1 = F.layer_norm(x, x.shape[-1:], self.ln_1.weight, self.ln_1.bias, 1e-5)
+        x = x + self.attention(ln_1)
+        return x + self.feed_forward(
+            F.layer_norm(x, x.shape[-1:], self.ln_2.weight, self.ln_2.bias, 1e-5)
+        )
+
+
+class BlockSequential(solution.Block):
+    def forward(self, x):
+        for norm, sublayer in ((self.ln_1, self.attention), (self.ln_2, self.feed_forward)):
+            x = x + sublayer(norm(x))
+        return x
+
+
+@pytest.mark.parametrize(
+    "part",
+    [solution.Block, BlockInSteps, BlockFromLibrary, BlockSequential],
+    ids=lambda c: c.__name__,
+)
+def test_block_accepts_right_answers(part, capsys):
+    assert verdict(check_block, part, capsys) == (True, "✅ Block: correct\n")
+
+
+@pytest.mark.parametrize("index", range(len(_BLOCK_MISTAKES)))
+def test_block_names_each_catalogued_mistake(index, capsys):
+    message, order = _BLOCK_MISTAKES[index]
+    named(check_block, _block_mistake(order), message, capsys)
+
+
+def test_block_names_a_wrong_sublayer_first(capsys):
+    class OneLiner(solution.LayerNorm):
+        def forward(self, x):
+            return (x - x.mean(-1, keepdim=True)) / (
+                x.std(-1, keepdim=True) + self.eps
+            ) * self.weight + self.bias
+
+    class WithWrongNorm(solution.Block):
+        def __init__(self, d_model, n_heads, d_ff):
+            super().__init__(d_model, n_heads, d_ff)
+            self.ln_1 = OneLiner(d_model)
+
+    ok, out = verdict(check_block, WithWrongNorm, capsys)
+    assert not ok and "its ln_1 (your LayerNorm, notebook 09) is not right yet" in out
+
+    class StubAttention(solution.MultiHeadAttention):
+        forward = unfinished
+
+    class WithStub(solution.Block):
+        def __init__(self, d_model, n_heads, d_ff):
+            super().__init__(d_model, n_heads, d_ff)
+            self.attention = StubAttention(d_model, n_heads)
+
+    ok, out = verdict(check_block, WithStub, capsys)
+    assert (
+        not ok
+        and "its attention (your MultiHeadAttention, notebook 08) is not right yet (is not "
+        "implemented yet)"
+        in out
+    )
+
+
+class DecoderByHand(solution.Decoder):
+    def forward(self, ids, targets=None):
+        T = ids.shape[1]
+        x = self.token_embedding.weight[ids] * self.d_model**0.5 + self.position.weight[:T]
+        for block in self.blocks:
+            x = block(x)
+        logits = self.final_norm(x) @ self.token_embedding.weight.T
+        if targets is None:
+            return logits, None
+        log_probs = torch.log_softmax(logits.double(), dim=-1)
+        return logits, -log_probs.gather(-1, targets[..., None]).mean()
+
+
+class DecoderListLoss(solution.Decoder):
+    """Returns a list, and flattens with reshape and flatten: also right."""
+
+    def forward(self, ids, targets=None):
+        logits, _ = super().forward(ids)
+        loss = (
+            None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.reshape(-1))
+        )
+        return [logits, loss]
+
+
+class DecoderTransposedLoss(solution.Decoder):
+    def forward(self, ids, targets=None):
+        logits, _ = super().forward(ids)
+        loss = None if targets is None else F.cross_entropy(logits.transpose(1, 2), targets)
+        return logits, loss
+
+
+@pytest.mark.parametrize(
+    "part",
+    [solution.Decoder, DecoderByHand, DecoderListLoss, DecoderTransposedLoss],
+    ids=lambda c: c.__name__,
+)
+def test_decoder_accepts_right_answers(part, capsys):
+    assert verdict(check_decoder, part, capsys) == (True, "✅ Decoder: correct\n")
+
+
+@pytest.mark.parametrize("index", range(len(_DECODER_MISTAKES)))
+def test_decoder_names_each_catalogued_mistake(index, capsys):
+    message, change = _DECODER_MISTAKES[index]
+    named(check_decoder, _decoder_mistake(**change), message, capsys)
+
+
+def test_decoder_names_structural_mistakes(capsys):
+    class Untied(solution.Decoder):
+        def __init__(self, vocab_size, *rest):
+            super().__init__(vocab_size, *rest)
+            self.lm_head = nn.Linear(self.d_model, vocab_size, bias=False)
+
+    class Repeated(solution.Decoder):
+        def __init__(self, vocab_size, block_size, d_model, n_heads, n_layers, d_ff):
+            super().__init__(vocab_size, block_size, d_model, n_heads, n_layers, d_ff)
+            self.blocks = nn.ModuleList([solution.Block(d_model, n_heads, d_ff)] * n_layers)
+
+    class WholeTable(solution.Decoder):
+        def forward(self, ids, targets=None):
+            x = self.token_embedding(ids) * math.sqrt(self.d_model) + self.position.weight
+            for block in self.blocks:
+                x = block(x)
+            return self.lm_head(self.final_norm(x)), None
+
+    class OnlyLogits(solution.Decoder):
+        def forward(self, ids, targets=None):
+            return super().forward(ids, targets)[0]
+
+    ok, out = verdict(check_decoder, Untied, capsys)
+    assert not ok and "the head is not tied to the embedding" in out
+    ok, out = verdict(check_decoder, Repeated, capsys)
+    assert not ok and "the same Block object is repeated" in out
+    ok, out = verdict(check_decoder, WholeTable, capsys)
+    assert not ok and "not the whole table of block_size rows" in out
+    ok, out = verdict(check_decoder, OnlyLogits, capsys)
+    assert not ok and "should be the tuple (logits, loss), got a tensor" in out
+
+
+def test_decoder_equals_tiny_decoder_and_saves_the_part(scratch_parts, capsys):
+    """The checker's reference is TinyDecoder (learned positions, no dropout); the solution
+    passes and is saved for my_model()."""
+
+    class Decoder(solution.Decoder):
+        pass
+
+    assert verdict(check_decoder, Decoder, capsys)[0]
+    assert "class Decoder(solution.Decoder)" in (scratch_parts / "Decoder.py").read_text()
+
+
+# --- 11: top-k and greedy (generation) ------------------------------------------------
 
 
 def reference_top_k(logits, k):

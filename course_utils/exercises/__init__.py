@@ -41,6 +41,7 @@ from course_utils.exercises.nb09_residual_and_layernorm import (
 )
 from course_utils.exercises.nb10_feed_forward import check_feed_forward, check_ffn_parameter_count
 from course_utils.exercises.nb11_block_and_decoder import check_block, check_decoder
+from course_utils.exercises.nb11_block_and_decoder import check_block, check_decoder
 from course_utils.exercises.nb11_decoder_block_and_logits import (
     check_greedy_next_token,
     check_top_k_filter,
@@ -91,6 +92,8 @@ __all__ = [
     "check_pre_ln_residual",
     "check_feed_forward",
     "check_ffn_parameter_count",
+    "check_block",
+    "check_decoder",
     "check_block",
     "check_decoder",
     "check_top_k_filter",

@@ -1,98 +1,211 @@
-"""Checkers for notebook 08: concat and W_o."""
+"""Checkers for notebook 08: the learner's ``merge_heads`` and ``MultiHeadAttention``.
+
+Both are parts of the learner's decoder (:mod:`.solution_model` holds the course's
+solutions); a part that passes is saved for notebook 11's model.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
-from course_utils.exercises.core import compare, run_check
+from course_utils.exercises import solution_model as solution
+from course_utils.exercises.judge import Case, judge
+from course_utils.exercises.nb08_module_judge import judge_module
+
+
+def _concat(x: torch.Tensor) -> torch.Tensor:
+    """Concat(head_1, ..., head_h) of §3.2.2, literally: (B, h, T, d_k) -> (B, T, h * d_k)."""
+    return torch.cat(x.unbind(dim=1), dim=-1)
+
+
+def _merge_cases() -> list[Case]:
+    generator = torch.Generator().manual_seed(8)
+    shapes = [(2, 3, 6, 8), (3, 2, 5, 4), (1, 1, 1, 7), (4, 5, 3, 2)]  # notebook's shape first
+    cases = [Case(torch.randn(*s, generator=generator)) for s in shapes]
+    strided = torch.randn(2, 5, 4, 3, generator=generator).transpose(1, 2)  # (2, 4, 5, 3)
+    cases.append(Case(strided, label="a non-contiguous x of shape (2, 4, 5, 3)"))
+    return cases
+
+
+_MERGE_MISTAKES = [
+    (
+        "a view or reshape straight from (B, h, T, d_k) to (B, T, C) without transpose(1, 2): "
+        "it runs, but each row mixes several tokens of one head; transpose(1, 2) first",
+        lambda x: x.reshape(x.shape[0], x.shape[2], -1),
+    ),
+    (
+        "permute(0, 2, 3, 1) before the reshape: the channels come out d_k-major, interleaving "
+        "the heads; transpose(1, 2) keeps each head's d_k channels together",
+        lambda x: x.permute(0, 2, 3, 1).reshape(x.shape[0], x.shape[2], -1),
+    ),
+    (
+        "transpose(2, 3) (T with d_k) instead of transpose(1, 2) (h with T)",
+        lambda x: x.transpose(2, 3).reshape(x.shape[0], x.shape[2], -1),
+    ),
+]
+
+_MERGE_ERRORS = [
+    (
+        RuntimeError,
+        "view size is not compatible",
+        "after transpose(1, 2) the tensor is not contiguous: call .contiguous() before "
+        ".view(), or use .reshape()",
+    ),
+    (
+        RuntimeError,
+        r"shape '\[.*\]' is invalid for input of size",
+        "take the sizes from the input (B, h, T, d_k = x.shape), not from the notebook's "
+        "globals such as B or n_heads",
+    ),
+]
 
 
 def check_merge_heads(merge_heads: Callable) -> bool:
-    """Check ``merge_heads(x)``: ``(B, h, T, d_k)`` -> ``(B, T, h * d_k)``, where row t holds
-    head 0's vector of token t, then head 1's, ... (the Concat of §3.2.2).
+    """Check ``merge_heads(x)``: ``(B, h, T, d_k)`` -> ``(B, T, h * d_k)``, row t holding head
+    0's vector of token t, then head 1's, ... (the Concat of §3.2.2).
 
-    Uses x ``(2, 3, 5, 4)`` (B, h, T, d_k all different), so a ``view`` without the transpose
-    (right shape, scrambled values) is caught and named, as is a ``view`` of the transposed,
-    non-contiguous tensor.
+    Tried at five shapes (the notebook's (2, 3, 6, 8) first, then sizes where its globals
+    B = 2 and n_heads = 3 are wrong; T = 1 with one head; a non-contiguous input). Names a
+    view without the transpose, a permute that interleaves the heads, the wrong transpose,
+    a view of the non-contiguous transposed tensor, and sizes read from notebook globals.
     """
+    passed = judge(
+        "merge_heads", merge_heads, _concat, _merge_cases(), _MERGE_MISTAKES,
+        axes="B T C", errors=_MERGE_ERRORS,
+    )  # fmt: skip
+    if passed:
+        from course_utils.lab.parts import save_part
 
-    def attempt() -> str | None:
-        x = torch.randn(2, 3, 5, 4, generator=torch.Generator().manual_seed(9))
-        expected = torch.cat(x.unbind(dim=1), dim=-1)  # Concat(head_1, ..., head_h): (B, T, C)
-        try:
-            answer = merge_heads(x.clone())
-        except RuntimeError as error:
-            if "view size is not compatible" not in str(error):
-                raise
-            return (
-                f"raised RuntimeError: {error}. After transpose(1, 2) the tensor is not "
-                "contiguous: call .contiguous() before .view(), or use .reshape()"
-            )
-        problem = compare(answer, expected, "merge_heads(x)")
-        if problem and compare(answer, x.reshape(expected.shape)) is None:
-            return (
-                f"{problem}; it views (B, h, T, d_k) as (B, T, C) without moving the heads: "
-                "row t then mixes several tokens of one head; transpose(1, 2) first"
-            )
-        return problem
-
-    return run_check("merge heads", attempt)
+        save_part(merge_heads)
+    return passed
 
 
-def check_multi_head_attention(multi_head_attention: Callable) -> bool:
-    """Check ``multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, causal=False)``, the
-    whole of §3.2.2: ``(B, T, C)`` -> ``(B, T, C)``.
+# --- MultiHeadAttention ----------------------------------------------------------------
 
-    The four weights are ``(C, C)`` in ``nn.Linear`` layout (``y = x @ w.T``) without biases.
-    Uses B=2, T=5, C=12, h=3 (d_k=4), with and without the causal mask, against a reference
-    built on ``F.scaled_dot_product_attention``. Names the paper's ``x @ w`` layout used for
-    ``nn.Linear`` weights, a missing W_o, heads merged without the transpose, and the causal
-    flag ignored.
-    """
 
-    def attempt() -> str | None:
-        generator = torch.Generator().manual_seed(10)
-        batch, time, channels, heads = 2, 5, 12, 3
-        x = torch.randn(batch, time, channels, generator=generator)
-        w_q, w_k, w_v, w_o = (
-            torch.randn(channels, channels, generator=generator) / channels**0.5 for _ in range(4)
+class _Reference(solution.MultiHeadAttention):
+    """Causal multi-head self-attention through PyTorch's fused kernel."""
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = (w(x).view(B, T, self.n_heads, -1).transpose(1, 2) for w in self._qkv())
+        heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, h, T, d_k)
+        return self.w_o(heads.transpose(1, 2).reshape(B, T, C))
+
+    def _qkv(self):
+        return self.w_q, self.w_k, self.w_v
+
+
+def _attend(module, x, *, causal=True, scale=None, dim=-1, diagonal=1, heads=None, qk=False):
+    """Multi-head attention with one thing changed (the mistakes below)."""
+    B, T, C = x.shape
+    h = heads or module.n_heads
+    q, k, v = (w(x).view(B, T, h, -1).transpose(1, 2) for w in (module.w_q, module.w_k, module.w_v))
+    if qk:
+        q, k = k, q
+    scores = q @ k.transpose(-2, -1) / math.sqrt(scale or q.shape[-1])  # (B, h, T, T)
+    if causal:
+        future = torch.ones(T, T, dtype=torch.bool).triu(diagonal=diagonal)
+        scores = scores.masked_fill(future, float("-inf"))
+    return torch.softmax(scores, dim=dim) @ v  # (B, h, T, d_k)
+
+
+def _mistake(**change) -> type:
+    class Mistake(solution.MultiHeadAttention):
+        def forward(self, x):
+            heads = _attend(self, x, **change)
+            return self.w_o(heads.transpose(1, 2).reshape(x.shape))
+
+    return Mistake
+
+
+class _NoWo(solution.MultiHeadAttention):
+    def forward(self, x):
+        return solution.merge_heads(_attend(self, x))
+
+
+class _ViewMerge(solution.MultiHeadAttention):
+    def forward(self, x):
+        return self.w_o(_attend(self, x).reshape(x.shape))
+
+
+class _RawWeights(solution.MultiHeadAttention):
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = (
+            solution.split_heads(x @ w.weight, self.n_heads) for w in (self.w_q, self.w_k, self.w_v)
         )
+        heads = solution.attention(q, k, v)
+        return solution.merge_heads(heads) @ self.w_o.weight
 
-        def split(t: torch.Tensor) -> torch.Tensor:  # (B, T, C) -> (B, h, T, d_k)
-            return t.view(batch, time, heads, channels // heads).transpose(1, 2)
 
-        def reference(w_q, w_k, w_v, w_o, causal, plain_view=False):
-            out = torch.nn.functional.scaled_dot_product_attention(
-                split(x @ w_q.T), split(x @ w_k.T), split(x @ w_v.T), is_causal=causal
-            )  # (B, h, T, d_k)
-            merged = out.reshape(x.shape) if plain_view else out.transpose(1, 2).reshape(x.shape)
-            return merged @ w_o.T  # (B, T, C)
+class _ValuesFromWk(solution.MultiHeadAttention):
+    def forward(self, x):
+        q, k = (
+            solution.split_heads(self.w_q(x), self.n_heads),
+            solution.split_heads(self.w_k(x), self.n_heads),
+        )
+        return self.w_o(solution.merge_heads(solution.attention(q, k, k)))
 
-        eye = torch.eye(channels)
-        for causal in (False, True):
-            expected = reference(w_q, w_k, w_v, w_o, causal)
-            answer = multi_head_attention(x.clone(), w_q, w_k, w_v, w_o, heads, causal=causal)
-            problem = compare(answer, expected, f"output with causal={causal}")
-            if not problem:
-                continue
-            mistakes = {
-                "the weights are used as x @ w, the paper's layout; here they are nn.Linear "
-                "(out, in) matrices: y = x @ w.T": reference(w_q.T, w_k.T, w_v.T, w_o.T, causal),
-                "W_o is missing: project the merged heads with x @ w_o.T": (
-                    reference(w_q, w_k, w_v, eye, causal)
-                ),
-                "the heads are merged by a view without the transpose (B, h, T, d_k) -> "
-                "(B, T, C); transpose(1, 2) first": reference(w_q, w_k, w_v, w_o, causal, True),
-                "the causal mask is ignored: with causal=True hide the keys after each query": (
-                    reference(w_q, w_k, w_v, w_o, False)
-                ),
-            }
-            for reason, wrong in mistakes.items():
-                if compare(answer, wrong) is None:
-                    return f"{problem}; {reason}"
-            return problem
-        return None
 
-    return run_check("multi-head attention", attempt)
+_MHA_MISTAKES = [
+    ("no causal mask: call attention(q, k, v, causal=True) (or mask the future)",
+     _mistake(causal=False)),
+    ("scores scaled by sqrt(d_model); scale by sqrt(d_k), the width of one head", None),
+    ("scores not scaled by 1/sqrt(d_k)", _mistake(scale=1)),
+    ("softmax over the queries (dim=-2); it runs over the keys, the last axis", _mistake(dim=-2)),
+    ("a causal mask that also hides the diagonal (triu(diagonal=0)): a query must see itself",
+     _mistake(diagonal=0)),
+    ("scores k q^T instead of q k^T: with the causal mask each key sees later queries",
+     _mistake(qk=True)),
+    ("one head over all C channels: split into self.n_heads heads", _mistake(heads=1)),
+    ("no W_o: project the merged heads with self.w_o", _NoWo),
+    ("heads merged by a view without transpose(1, 2) (see merge_heads)", _ViewMerge),
+    ("x @ w.weight: nn.Linear computes x @ weight.T + bias; call self.w_q(x)", _RawWeights),
+    ("the values computed with w_k (a copy-paste slip): v = self.w_v(x)", _ValuesFromWk),
+]  # fmt: skip
+
+
+def _mha_mistakes() -> list[tuple[str, type]]:
+    """The catalogue, with the d_model scaling bound to each module's width."""
+
+    class ScaledByDModel(solution.MultiHeadAttention):
+        def forward(self, x):
+            heads = _attend(self, x, scale=x.shape[-1])
+            return self.w_o(heads.transpose(1, 2).reshape(x.shape))
+
+    return [(m, ScaledByDModel if cls is None else cls) for m, cls in _MHA_MISTAKES]
+
+
+def _mha_cases() -> list[Case]:
+    generator = torch.Generator().manual_seed(10)
+    sizes = [(24, 3, (2, 6)), (12, 1, (3, 5)), (16, 4, (1, 1)), (20, 5, (2, 7)), (30, 2, (1, 9))]
+    cases = []
+    for d_model, n_heads, (b, t) in sizes:
+        x = torch.randn(b, t, d_model, generator=generator)
+        cases.append(Case(d_model, n_heads, x))
+    strided = torch.randn(7, 2, 20, generator=generator).transpose(0, 1)  # (2, 7, 20)
+    cases.append(Case(20, 4, strided, label="d_model=20, n_heads=4, a non-contiguous x (2, 7, 20)"))
+    return cases
+
+
+def check_multi_head_attention(MultiHeadAttention: type) -> bool:  # noqa: N803
+    """Check the class ``MultiHeadAttention(d_model, n_heads)``: causal multi-head
+    self-attention ``(B, T, C)`` -> ``(B, T, C)`` with ``w_q, w_k, w_v, w_o``
+    (``nn.Linear(C, C)``), §3.2.2 of Vaswani et al. 2017.
+
+    Builds it at six sizes (one head, T = 1, d_k = 2 to 15, a non-contiguous input), loads the
+    same random weights as the reference (``F.scaled_dot_product_attention`` with
+    ``is_causal=True``) and compares the outputs. Names eleven mistakes: no causal mask, the
+    wrong scale (sqrt(d_model), none), softmax over the queries, the diagonal masked, k q^T,
+    one head, no W_o, a merge without the transpose, raw weights without the bias, values
+    from w_k. A renamed attribute (``w_q`` ...) is named before any run.
+    """
+    return judge_module(
+        "MultiHeadAttention", MultiHeadAttention, _Reference, _mha_cases(), _mha_mistakes(),
+        build_args=2, checker="check_multi_head_attention", axes="B T C", errors=_MERGE_ERRORS,
+    )  # fmt: skip

@@ -1,120 +1,153 @@
-"""Checkers for notebook 09: residual and LayerNorm."""
+"""Checkers for notebook 09: the learner's ``LayerNorm`` (a part of their decoder) and one
+pre-LN residual step."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
-from course_utils.exercises.core import compare, run_check
-
-
-def _nb09_layer_norm_mistakes() -> dict[str, Callable]:
-    """The classic hand-written LayerNorms, by the hint that names each."""
-
-    def centred(x):
-        return x - x.mean(dim=-1, keepdim=True)
-
-    def biased_var(x):
-        return x.var(dim=-1, keepdim=True, unbiased=False)
-
-    def unbiased_var(x):
-        return x.var(dim=-1, keepdim=True, unbiased=True)
-
-    def std_eps_outside(x, w, b, e):
-        return centred(x) / (unbiased_var(x).sqrt() + e) * w + b
-
-    def unbiased(x, w, b, e):
-        return centred(x) / torch.sqrt(unbiased_var(x) + e) * w + b
-
-    def eps_outside(x, w, b, e):
-        return centred(x) / (biased_var(x).sqrt() + e) * w + b
-
-    def no_affine(x, w, b, e):
-        return centred(x) / torch.sqrt(biased_var(x) + e)
-
-    return {
-        "x.std() with eps outside the square root: x.std() is the unbiased estimate "
-        "(divides by C - 1; LayerNorm divides by C) and eps belongs inside: "
-        "sqrt(var + eps)": std_eps_outside,
-        "the unbiased variance (divide by C - 1); LayerNorm divides by C: "
-        "use x.var(dim=-1, unbiased=False)": unbiased,
-        "eps added outside the square root; it belongs inside: sqrt(var + eps)": eps_outside,
-        "a right normalisation, but weight and bias were not applied": no_affine,
-    }
+from course_utils.exercises import solution_model as solution
+from course_utils.exercises.judge import Case, judge
+from course_utils.exercises.nb08_module_judge import judge_module
 
 
-def check_layer_norm(layer_norm: Callable) -> bool:
-    """Check ``layer_norm(x, weight, bias, eps)``: LayerNorm over the last axis, by hand.
+class _Reference(solution.LayerNorm):
+    """PyTorch's own LayerNorm with the module's weight, bias and eps."""
 
-    Compared with ``torch.nn.functional.layer_norm`` on a ``(B, T, C) = (2, 6, 24)`` batch
-    with a scale and shift, on ``C = 4`` (where the unbiased variance is far off), and on
-    nearly constant token vectors (where the place of eps matters). When the answer matches
-    a classic mistake on every case (unbiased variance, eps outside the square root), the
-    message says which.
-    """
+    def forward(self, x):
+        return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)
+
+
+def _normalise(module, x, *, dim=-1, unbiased=False, eps_inside=True, eps=None, centre=True):
+    """LayerNorm with one thing changed (the mistakes below)."""
+    eps = module.eps if eps is None else eps
+    mean = x.mean(dim=dim, keepdim=True) if centre else 0.0
+    if not centre:  # RMSNorm: the root of the mean square, no centring
+        spread = x.pow(2).mean(dim=dim, keepdim=True)
+    else:
+        spread = x.var(dim=dim, keepdim=True, unbiased=unbiased)
+    scale = torch.sqrt(spread + eps) if eps_inside else spread.sqrt() + eps
+    return (x - mean) / scale
+
+
+def _mistake(affine=True, **change) -> type:
+    class Mistake(solution.LayerNorm):
+        def forward(self, x):
+            normalised = _normalise(self, x, **change)
+            return self.weight * normalised + self.bias if affine else normalised
+
+    return Mistake
+
+
+_LAYER_NORM_MISTAKES = [
+    (
+        "x.std() with eps outside the square root, the popular one-liner: x.std() is the "
+        "unbiased estimate (divides by C - 1; LayerNorm divides by C) and eps belongs inside: "
+        "sqrt(var + eps)",
+        _mistake(unbiased=True, eps_inside=False),
+    ),
+    (
+        "the unbiased variance (divides by C - 1); LayerNorm divides by C: "
+        "x.var(dim=-1, keepdim=True, unbiased=False)",
+        _mistake(unbiased=True),
+    ),
+    ("eps added outside the square root; it belongs inside: sqrt(var + eps)",
+     _mistake(eps_inside=False)),
+    ("eps fixed at 1e-5; use self.eps, the eps the layer was built with", _mistake(eps=1e-5)),
+    ("weight and bias not applied: return self.weight * x_hat + self.bias",
+     _mistake(affine=False)),
+    ("statistics over the time axis (dim=1); LayerNorm normalises each token over its C "
+     "channels, the last axis (dim=-1)", _mistake(dim=1)),
+    ("statistics over the batch axis (dim=0), as BatchNorm; LayerNorm uses each token's own C "
+     "channels (dim=-1)", _mistake(dim=0)),
+    ("statistics over (T, C) together; each token is normalised on its own (dim=-1)",
+     _mistake(dim=(-2, -1))),
+    ("no mean subtracted (that is RMSNorm, notebook 15): x - mean, then divide",
+     _mistake(centre=False)),
+]  # fmt: skip
+
+
+def _layer_norm_cases() -> list[Case]:
     generator = torch.Generator().manual_seed(9)
+    cases = [
+        # first C = 4 and eps = 0.01, where each classic mistake shows on its own; T = 1
+        Case(4, 1e-2, torch.randn(3, 1, 4, generator=generator) * 2.0),
+        Case(24, 1e-5, torch.randn(2, 6, 24, generator=generator) * 3.0 + 1.5),
+        Case(24, 1e-5, 1e-3 * torch.randn(1, 3, 24, generator=generator),
+             label="d_model=24, eps=1e-05, nearly constant tokens x (1, 3, 24)"),
+        Case(7, 0.5, torch.randn(5, 7, generator=generator)),  # (N, C): any leading axes
+    ]  # fmt: skip
+    strided = torch.randn(16, 4, 2, generator=generator).permute(2, 1, 0)  # (2, 4, 16)
+    cases.append(Case(16, 1e-3, strided, label="d_model=16, eps=0.001, a non-contiguous x"))
+    return cases
+
+
+def check_layer_norm(LayerNorm: type) -> bool:  # noqa: N803
+    """Check the class ``LayerNorm(d_model, eps=1e-5)`` (parameters ``weight``, ``bias``):
+    each token normalised over its C channels, biased variance, eps inside the square root
+    (Ba et al. 2016; ``nn.LayerNorm``).
+
+    Five cases against ``F.layer_norm`` with random weight and bias: C = 24, 4, 7 and 16,
+    eps = 1e-5, 1e-2, 0.5 and 1e-3 (so a fixed 1e-5 fails), T = 1, a 2-D input, nearly
+    constant tokens (where eps's place matters) and a non-contiguous input. Names nine
+    mistakes: x.std() + eps, the unbiased variance, eps outside the root, a fixed eps, no
+    weight and bias, statistics over time, batch or (T, C), no mean subtracted.
+    """
+    return judge_module(
+        "LayerNorm", LayerNorm, _Reference, _layer_norm_cases(), _LAYER_NORM_MISTAKES,
+        build_args=2, checker="check_layer_norm", axes=None,
+    )  # fmt: skip
+
+
+def _pre_ln_cases() -> list[Case]:
+    generator = torch.Generator().manual_seed(10)
     cases = []
-    for width in (24, 4):
-        x = torch.randn(2, 6, width, generator=generator) * 3.0 + 1.5
-        weight = torch.randn(width, generator=generator) * 0.5 + 1.0
-        bias = torch.randn(width, generator=generator) * 0.5
-        cases.append((x, weight, bias, 1e-5))
-    flat = 1e-3 * torch.randn(1, 3, 24, generator=generator)  # variance 1e-6, below eps
-    cases.append((flat, torch.ones(24), torch.zeros(24), 1e-5))
+    for width, shape in ((24, (2, 6, 24)), (10, (3, 1, 10))):
+        norm, sublayer = nn.LayerNorm(width), nn.Linear(width, width)
+        with torch.no_grad():
+            for parameter in (*norm.parameters(), *sublayer.parameters()):
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3 + 0.1)
+        x = torch.randn(*shape, generator=generator) * 2.0 + 0.5
+        cases.append(Case(x, norm, sublayer))
+    x = torch.randn(2, 5, 8, generator=generator)
+    cases.append(
+        Case(x, torch.tanh, lambda h: 2.0 * h, label="x (2, 5, 8), norm=tanh, sublayer=2h")
+    )
+    return cases
 
-    def attempt() -> str | None:
-        answers = [layer_norm(x.clone(), w.clone(), b.clone(), eps) for x, w, b, eps in cases]
-        for answer, (x, weight, bias, eps) in zip(answers, cases):
-            expected = torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
-            problem = compare(answer, expected, name=f"layer_norm(x of shape {tuple(x.shape)})")
-            if problem is not None:
-                break
-        else:
-            return None
-        for description, mistake in _nb09_layer_norm_mistakes().items():
-            if all(
-                isinstance(a, torch.Tensor)
-                and a.shape == c[0].shape
-                and torch.allclose(a.detach().double(), mistake(*c).double(), atol=1e-5)
-                for a, c in zip(answers, cases)
-            ):
-                return f"{problem}; it matches {description}"
-        return problem
 
-    return run_check("layer_norm", attempt)
+def _reference_pre_ln(x, norm, sublayer):
+    with torch.no_grad():
+        return x + sublayer(norm(x))
+
+
+_PRE_LN_MISTAKES = [
+    ("norm(x + sublayer(x)), the post-LN order of the paper; pre-LN is x + sublayer(norm(x))",
+     lambda x, norm, sublayer: norm(x + sublayer(x))),
+    ("sublayer(norm(x)) without the residual: add x back",
+     lambda x, norm, sublayer: sublayer(norm(x))),
+    ("norm(x) + sublayer(norm(x)): the residual must carry x itself, not its normalised copy",
+     lambda x, norm, sublayer: norm(x) + sublayer(norm(x))),
+    ("x + sublayer(x): the sublayer reads norm(x)", lambda x, norm, sublayer: x + sublayer(x)),
+]  # fmt: skip
 
 
 def check_pre_ln_residual(pre_ln_residual: Callable) -> bool:
     """Check ``pre_ln_residual(x, norm, sublayer)`` returns ``x + sublayer(norm(x))``.
 
-    Uses a ``(2, 6, 24)`` input, an ``nn.LayerNorm(24)`` with a non-trivial scale and shift,
-    and a linear sublayer. Names the post-LN ordering and a missing residual when seen.
+    Three cases: widths 24 and 10 (T = 1) with an ``nn.LayerNorm`` and an ``nn.Linear``
+    holding random weights, and plain functions (tanh, doubling) as norm and sublayer. Names
+    the post-LN order, a missing residual, the normalised copy carried, the norm skipped.
     """
-    generator = torch.Generator().manual_seed(10)
-    x = torch.randn(2, 6, 24, generator=generator) * 2.0 + 0.5
-    norm = torch.nn.LayerNorm(24)
-    sublayer = torch.nn.Linear(24, 24)
-    with torch.no_grad():
-        for parameter in (*norm.parameters(), *sublayer.parameters()):
-            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3 + 0.1)
 
-    def attempt() -> str | None:
+    def call(function, x, norm, sublayer):
         with torch.no_grad():
-            answer = pre_ln_residual(x.clone(), norm, sublayer)
-            expected = x + sublayer(norm(x))
-            problem = compare(answer, expected, name="pre_ln_residual(x)")
-            if problem is None or not isinstance(answer, torch.Tensor):
-                return problem
-            mistakes = {
-                "norm(x + sublayer(x)), the post-LN order of the paper": norm(x + sublayer(x)),
-                "sublayer(norm(x)) without the residual: add x back": sublayer(norm(x)),
-                "norm(x) + sublayer(norm(x)): the residual must carry x itself, "
-                "not its normalised copy": norm(x) + sublayer(norm(x)),
-            }
-            for description, wrong in mistakes.items():
-                if answer.shape == wrong.shape and torch.allclose(answer, wrong, atol=1e-5):
-                    return f"{problem}; you computed {description}"
-            return problem
+            return function(x, norm, sublayer)
 
-    return run_check("pre_ln_residual", attempt)
+    return judge(
+        "pre_ln_residual", pre_ln_residual, _reference_pre_ln, _pre_ln_cases(), _PRE_LN_MISTAKES,
+        call=call, axes="B T C",
+    )  # fmt: skip

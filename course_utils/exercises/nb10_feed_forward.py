@@ -1,72 +1,113 @@
-"""Checkers for notebook 10: feed-forward network."""
+"""Checkers for notebook 10: the learner's ``FeedForward`` (a part of their decoder) and the
+parameter count of an FFN."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
-from course_utils.exercises.core import compare, run_check
+from course_utils.exercises import solution_model as solution
+from course_utils.exercises.core import run_check
+from course_utils.exercises.difference import difference
+from course_utils.exercises.judge import Case
+from course_utils.exercises.nb08_module_judge import build, judge_module
 
 
-def check_feed_forward(feed_forward: Callable) -> bool:
-    """Check ``feed_forward(x, w1, b1, w2, b2)`` = ``GELU(x W1^T + b1) W2^T + b2``.
+class _Reference(solution.FeedForward):
+    """Linear, exact GELU, linear, through torch.nn.functional."""
 
-    Weights use ``nn.Linear``'s layout: ``w1`` is ``(d_ff, C)``, ``w2`` is ``(C, d_ff)``.
-    Two cases: ``(B, T, C) = (2, 6, 24)`` with ``d_ff = 96``, and ``(3, 5, 10)`` with
-    ``d_ff = 40`` (catches hard-coded sizes). Both forms of GELU are accepted: the exact
-    ``z * Phi(z)`` (``F.gelu(h)``, the course's ``FeedForward``) and the tanh approximation
-    that GPT-2 uses (``F.gelu(h, approximate="tanh")``). Names ReLU and missing biases when
-    the answer matches them.
-    """
+    def forward(self, x):
+        hidden = F.linear(x, self.up.weight, self.up.bias)  # (..., C) -> (..., d_ff)
+        return F.linear(F.gelu(hidden), self.down.weight, self.down.bias)  # -> (..., C)
+
+
+def _mistake(activation=F.gelu, after=None, residual=False) -> type:
+    class Mistake(solution.FeedForward):
+        def forward(self, x):
+            out = self.down(activation(self.up(x)))
+            out = after(out) if after is not None else out
+            return x + out if residual else out
+
+    return Mistake
+
+
+class _TanhGelu(solution.FeedForward):
+    def forward(self, x):
+        return self.down(F.gelu(self.up(x), approximate="tanh"))
+
+
+_FEED_FORWARD_MISTAKES = [
+    ("ReLU instead of GELU (the paper's FFN; the course's, as GPT-2's, uses F.gelu)",
+     _mistake(activation=F.relu)),
+    ("no nonlinearity between the two layers: two linear maps are one linear map; "
+     "put F.gelu between them", _mistake(activation=lambda h: h)),
+    ("SiLU (x * sigmoid(x)) instead of GELU: use F.gelu", _mistake(activation=F.silu)),
+    ("GELU also after the second layer: only between the two", _mistake(after=F.gelu)),
+    ("the residual added inside the FFN (x + ...): the block adds it (notebook 11); the FFN "
+     "returns down(gelu(up(x)))", _mistake(residual=True)),
+]  # fmt: skip
+
+_FEED_FORWARD_ERRORS = [
+    (
+        RuntimeError,
+        "shapes cannot be multiplied",
+        "nn.Linear's weight is (out, in): call self.up(x) and self.down(h), or use "
+        "x @ self.up.weight.T + self.up.bias; up goes first (C -> d_ff), then down (d_ff -> C)",
+    ),
+]
+
+
+def _feed_forward_cases() -> list[Case]:
     generator = torch.Generator().manual_seed(11)
-    cases = []
-    for shape, d_ff in (((2, 6, 24), 96), ((3, 5, 10), 40)):
-        d_model = shape[-1]
-        x = torch.randn(*shape, generator=generator)
-        w1 = torch.randn(d_ff, d_model, generator=generator) / d_model**0.5
-        b1 = torch.randn(d_ff, generator=generator) * 0.5
-        w2 = torch.randn(d_model, d_ff, generator=generator) / d_ff**0.5
-        b2 = torch.randn(d_model, generator=generator) * 0.5
-        cases.append((x, w1, b1, w2, b2))
+    cases = [
+        Case(24, 96, torch.randn(2, 6, 24, generator=generator)),
+        Case(10, 40, torch.randn(3, 1, 10, generator=generator)),  # T = 1
+        Case(8, 20, torch.randn(4, 8, generator=generator)),  # d_ff != 4 C; (N, C)
+    ]
+    strided = torch.randn(12, 5, 2, generator=generator).permute(2, 1, 0)  # (2, 5, 12)
+    cases.append(Case(12, 30, strided, label="d_model=12, d_ff=30, a non-contiguous x"))
+    return cases
 
-    def attempt() -> str | None:
-        functional = torch.nn.functional
-        for x, w1, b1, w2, b2 in cases:
-            try:
-                answer = feed_forward(x.clone(), w1.clone(), b1.clone(), w2.clone(), b2.clone())
-            except RuntimeError as error:
-                try:
-                    x @ w1  # the paper's x @ W1 on nn.Linear's (d_ff, C) weight
-                except RuntimeError as same:
-                    if str(same) == str(error):
-                        return (
-                            f"raised RuntimeError: {error}. w1 is ({w1.shape[0]}, "
-                            f"{w1.shape[1]}) = (d_ff, C), nn.Linear's layout: use x @ w1.T "
-                            "(and h @ w2.T)"
-                        )
-                raise
-            hidden = functional.linear(x, w1, b1)  # (..., C) -> (..., d_ff)
-            expected = functional.linear(functional.gelu(hidden), w2, b2)  # -> (..., C)
-            problem = compare(answer, expected, name=f"feed_forward(x of shape {tuple(x.shape)})")
-            tanh_form = functional.linear(functional.gelu(hidden, approximate="tanh"), w2, b2)
-            if problem is not None and compare(answer, tanh_form) is None:
-                continue  # GPT-2's tanh approximation of GELU: also right
-            if problem is None or not isinstance(answer, torch.Tensor):
-                if problem is not None:
-                    return problem
-                continue
-            mistakes = {
-                "ReLU instead of GELU": functional.linear(functional.relu(hidden), w2, b2),
-                "no biases": functional.linear(functional.gelu(x @ w1.T), w2),
-            }
-            for description, wrong in mistakes.items():
-                if answer.shape == wrong.shape and torch.allclose(answer, wrong, atol=1e-5):
-                    return f"{problem}; it matches {description}"
-            return problem
-        return None
 
-    return run_check("feed_forward", attempt)
+def check_feed_forward(FeedForward: type) -> bool:  # noqa: N803
+    """Check the class ``FeedForward(d_model, d_ff)`` (``up = nn.Linear(C, d_ff)``,
+    ``down = nn.Linear(d_ff, C)``): ``down(GELU(up(x)))``, position-wise (§3.3 of Vaswani et
+    al. 2017, with GPT-2's GELU).
+
+    Four cases with random weights: (C, d_ff) = (24, 96), (10, 40) with T = 1, (8, 20) on a
+    2-D input, (12, 30) on a non-contiguous input. GPT-2's tanh approximation of GELU is also
+    accepted. Names five mistakes: ReLU, no nonlinearity, SiLU, GELU after the second layer,
+    the residual added inside; and ``x @ weight`` on nn.Linear's (out, in) weights.
+    """
+    cases = _feed_forward_cases()
+    if _matches_everywhere(FeedForward, _TanhGelu, cases):
+        print("✅ FeedForward: correct (with GPT-2's tanh approximation of GELU)")
+        from course_utils.lab.parts import save_part
+
+        save_part(FeedForward)
+        return True
+    return judge_module(
+        "FeedForward", FeedForward, _Reference, cases, _FEED_FORWARD_MISTAKES,
+        build_args=2, checker="check_feed_forward", axes=None, errors=_FEED_FORWARD_ERRORS,
+    )  # fmt: skip
+
+
+def _matches_everywhere(part: object, other: type, cases: list[Case]) -> bool:
+    """Whether ``part`` computes what ``other`` does on every case (quietly; False on any
+    failure)."""
+    try:
+        for case in cases:
+            args, _ = case.fresh()
+            mine, theirs = build(part, _Reference, args[:2]), build(other, _Reference, args[:2])
+            with torch.no_grad():
+                got, want = mine(args[2]), theirs(args[2])
+            if difference(got, want) is not None:
+                return False
+    except Exception:  # the answer may fail in any way; judge_module then says how
+        return False
+    return True
 
 
 def check_ffn_parameter_count(count_ffn_parameters: Callable) -> bool:

@@ -1,0 +1,185 @@
+"""Judge a learner's ``nn.Module`` part (notebooks 08-11) with the course's weights copied in.
+
+The parts the learner writes as classes (``MultiHeadAttention``, ``LayerNorm``,
+``FeedForward``, ``Block``, ``Decoder``) keep the attribute names of the course's
+:mod:`.solution_model`, so a checker builds the learner's module, loads the same random
+weights the reference gets (``load_state_dict`` by name) and compares what ``forward``
+returns, case by case, with :func:`.judge.judge`. Before that it checks what ``judge`` cannot
+see: that the answer is the class (not an instance), that it can be built with the exercise's
+arguments, and that its parameters have the fixed names and shapes (a missing or renamed
+attribute is named). A part that passes is saved for the learner's model
+(:func:`course_utils.lab.parts.save_part`).
+
+Writing a checker::
+
+    cases = [Case(24, 3, x, label="d_model=24, n_heads=3, x of shape (2, 6, 24)"), ...]
+    return judge_module("MultiHeadAttention", part, Reference, cases, mistakes,
+                        build_args=2, checker="check_multi_head_attention", axes="B T C")
+
+``cases`` hold the constructor's arguments first (``build`` of them), then forward's;
+``reference`` and each mistake are classes built and loaded the same way (subclasses of the
+solution's class that override ``forward``, say).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from course_utils.exercises.judge import Case, judge
+
+__all__ = ["judge_module", "random_weights"]
+
+
+def random_weights(reference: type, args: tuple, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A state dict for ``reference(*args)`` with every parameter random (norm scales near 1,
+    biases and shifts not 0), so that every parameter the answer ignores shows."""
+    return {k: v.clone() for k, v in _cached_weights(reference, tuple(args), seed).items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_weights(reference: type, args: tuple, seed: int) -> dict[str, torch.Tensor]:
+    with torch.random.fork_rng():
+        module = reference(*args)
+    generator = torch.Generator().manual_seed(seed)  # same shapes, same weights
+    with torch.no_grad():
+        for name, parameter in module.named_parameters():
+            noise = torch.randn(parameter.shape, generator=generator)
+            if parameter.dim() == 1 and name.endswith("weight"):  # a LayerNorm's scale
+                parameter.copy_(1.0 + 0.3 * noise)
+            elif parameter.dim() == 1:  # a bias or a shift
+                parameter.copy_(0.3 * noise)
+            else:  # a matrix or a table: unit-scale outputs
+                parameter.copy_(noise / parameter.shape[-1] ** 0.5)
+    return dict(module.state_dict())
+
+
+def build(part: type, reference: type, args: tuple) -> nn.Module:
+    """``part(*args)`` in eval mode holding ``reference``'s random weights; the global random
+    state is left as it was."""
+    with torch.random.fork_rng():
+        module = part(*args)
+    module.load_state_dict(random_weights(reference, args))
+    return module.eval()
+
+
+def judge_module(
+    title: str,
+    part: object,
+    reference: type,
+    cases: Sequence[Case],
+    mistakes: Sequence[tuple[str, type]] = (),
+    *,
+    build_args: int,
+    checker: str,
+    axes: str | Sequence[str] | None = None,
+    structure: Callable[[nn.Module], str | None] | None = None,
+    tolerance=None,
+    errors: Sequence[tuple[type, str, str]] = (),
+    hint: str = "",
+) -> bool:
+    """Check the class ``part`` against ``reference`` on ``cases`` (module docstring); print
+    one line; save the part when right. Never raises.
+
+    ``structure(module)`` may name a mistake that equal outputs cannot show (an untied head,
+    one block repeated) or a faulty sublayer; it gets the learner's module built for the
+    first case, holding the reference's weights, in eval mode.
+    """
+    first = cases[0].args[:build_args]
+    problem = _not_a_module_class(part, title, first, checker)
+    problem = problem or _build_problem(part, reference, first, title, structure)
+    if problem is not None:
+        print(f"❌ {title}: {problem}")
+        return False
+    names = list(inspect.signature(reference.__init__).parameters)[1 : build_args + 1]
+    names += list(inspect.signature(reference.forward).parameters)[1:]
+    call = _harness(reference, build_args, names)
+    passed = judge(
+        title, part, reference, cases, mistakes, call=call, axes=axes, tolerance=tolerance,
+        errors=errors, hint=hint,
+    )  # fmt: skip
+    if passed:
+        from course_utils.lab.parts import save_part
+
+        save_part(part)
+    return passed
+
+
+def _harness(reference: type, build_args: int, names: list[str]) -> Callable:
+    """``call(part, *args)`` for :func:`.judge.judge`: build, load the weights, run forward
+    without gradients. Its signature carries the argument names, so a case reads
+    ``d_model=24, n_heads=3, x of shape (2, 6, 24)``."""
+
+    def call(part, *args):
+        module = build(part, reference, args[:build_args])
+        with torch.no_grad():
+            return module(*args[build_args:])
+
+    parameters = [inspect.Parameter("part", inspect.Parameter.POSITIONAL_ONLY)]
+    parameters += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
+    call.__signature__ = inspect.Signature(parameters)
+    return call
+
+
+def _not_a_module_class(part: object, title: str, args: tuple, checker: str) -> str | None:
+    shown = ", ".join(repr(a) for a in args)
+    if isinstance(part, nn.Module):
+        return (
+            f"got an instance of {type(part).__name__}; pass the class itself: "
+            f"{checker}({title}), not {checker}({title}({shown}))"
+        )
+    if not isinstance(part, type) or not issubclass(part, nn.Module):
+        return f"expected your class {title} (a subclass of nn.Module), got {_kind(part)}"
+    return None
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, type):
+        name = value.__name__
+        return f"the class {name}, which is not an nn.Module: write class {name}(nn.Module)"
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
+
+
+def _build_problem(part: type, reference: type, args: tuple, title: str, structure) -> str | None:
+    """Build the learner's module and compare its parameter names and shapes with the
+    reference's: a missing, extra or renamed attribute is named."""
+    shown = f"{part.__name__}({', '.join(repr(a) for a in args)})"
+    try:
+        with torch.random.fork_rng():
+            module = part(*args)
+    except NotImplementedError:
+        return "not implemented yet"
+    except Exception as error:  # the learner's __init__ may fail in any way
+        wanted = ", ".join(list(inspect.signature(reference.__init__).parameters)[1:])
+        return (
+            f"{shown} raised {type(error).__name__}: {error}; __init__ takes ({wanted}) "
+            "(keep the __init__ the exercise gives)"
+        )
+    expected = random_weights(reference, args)
+    got = module.state_dict()
+    missing = [k for k in expected if k not in got]
+    extra = [k for k in got if k not in expected]
+    if missing or extra:
+        said = f"{shown} has no parameter {', '.join(missing)}" if missing else shown
+        if extra:
+            said += f"{' but has' if missing else ' has extra parameters'} {', '.join(extra)}"
+        return (
+            f"{said}: keep the attribute names of the __init__ the exercise gives, so the "
+            "course's weights load by name"
+        )
+    for key, value in expected.items():
+        if tuple(got[key].shape) != tuple(value.shape):
+            return (
+                f"{shown}'s {key} has shape {tuple(got[key].shape)}, expected "
+                f"{tuple(value.shape)} (keep the __init__ the exercise gives)"
+            )
+    if structure is None:
+        return None
+    module.load_state_dict(expected)
+    return structure(module.eval())
