@@ -13,10 +13,14 @@ import importlib.metadata
 import os
 import platform
 import re
+import sys
 from pathlib import Path
 
 # What notebook 00 reports, besides Python.
 REPORTED = ("torch", "numpy", "matplotlib", "tiktoken", "jieba")
+# Written by `make setup TORCH=system` (scripts/system_constraints.py) into .venv: the packages
+# kept from the system's Python, one name==version a line.
+KEPT_FILE = "course-system-packages.txt"
 CONSTRAINTS = Path(__file__).resolve().parents[2] / "constraints.txt"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)$")
 _TESTED_PYTHON = re.compile(r"\bPython (\d+\.\d+(?:,\s*\d+\.\d+)*)\b")
@@ -137,8 +141,23 @@ def version_warning(name: str, installed: str | None, tested: str | None) -> str
     return None
 
 
-def installed_versions(names: tuple[str, ...] = REPORTED) -> dict[str, str | None]:
-    """``{"python": "3.11.7", "torch": "2.13.0+cpu", ...}``; None for a missing package."""
+def kept_from_system(prefix: str | Path | None = None) -> dict[str, str]:
+    """``{name: version}`` of the packages ``make setup TORCH=system`` kept from the system's
+    Python (read from ``<prefix>/course-system-packages.txt``; ``prefix`` defaults to
+    ``sys.prefix``, the running environment); ``{}`` in any other environment."""
+    path = Path(sys.prefix if prefix is None else prefix) / KEPT_FILE
+    if not path.is_file():
+        return {}
+    return parse_constraints(path.read_text(encoding="utf-8"))
+
+
+def installed_versions(names: tuple[str, ...] | None = None) -> dict[str, str | None]:
+    """``{"python": "3.11.7", "torch": "2.13.0+cpu", ...}``; None for a missing package.
+
+    ``names`` defaults to :data:`REPORTED` plus every package kept from the system by
+    ``make setup TORCH=system`` (:func:`kept_from_system`), so each of those is reported too."""
+    if names is None:
+        names = tuple(dict.fromkeys([*REPORTED, *kept_from_system()]))
     versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in names:
         try:
@@ -198,7 +217,13 @@ def environment_report(
         warned |= warning is not None
         note = f"  ⚠ tested: {pin}" if warning else ""
         lines.append(f"{name:<11} {version or 'not installed'}{note}")
-    if warned:
+    if warned and kept_from_system():
+        lines.append(
+            "⚠ Versions marked above differ from the tested ones in constraints.txt: "
+            "`make setup TORCH=system` kept the system's packages. The course may still work; "
+            "if a cell fails, `make setup` without TORCH=system installs the tested versions."
+        )
+    elif warned:
         lines.append(
             "⚠ Versions marked above differ from the tested ones in constraints.txt. The course "
             "may still work; if a cell fails, `make setup` installs the tested versions."
