@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import course_utils.exercises.solution_model as solution_model
 from course_utils.config import ModelConfig
-from course_utils.exercises import solution_model
 from course_utils.lab import parts
 from course_utils.model import TinyDecoder
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from course_utils.exercises import solution_model
+import course_utils.exercises.solution_model as solution_model
 
 #: The learner's parts in the order the decoder file defines them, and the notebook of each.
 PARTS = {
