@@ -124,6 +124,7 @@ def judge(
     try:
         problem = problem or _signature_problem(answer, cases, names, call)
         options = _Options(call, axes, tolerance or Tolerance(), errors, hint, cases)
+        options.answer = answer
         problem = problem or _verdict(answer, reference, mistakes, names, options)
     except Exception as error:  # the checker's own failure: said so, never the learner's
         problem = (
@@ -239,16 +240,44 @@ def _same(got, output, options: _Options) -> bool:
 
 
 def _named(got, expected, case: Case, mistakes, reference, names, options) -> str | None:
-    """The first catalogued mistake whose output the answer equals (and that differs from
-    the right output on this case), then a scalar argument the answer ignores."""
-    for message, wrong in mistakes:
-        try:
-            output = _run(wrong, case, options.call)
-        except Exception:  # a mistake that cannot run on this case cannot be the answer's
-            continue
-        if not _same(output, expected, options) and _same(got, output, options):
-            return f"looks like {message}"
+    """The catalogued mistake whose output the answer equals (and that differs from the right
+    output on this case); when several fit this case, the one that fits the most other cases
+    too. Then a scalar argument the answer ignores."""
+    fits = [
+        (message, wrong)
+        for message, wrong in mistakes
+        if _fits(got, expected, case, wrong, options)
+    ]
+    if len(fits) > 1:  # confirm on the other cases: the fit that holds on most of them
+        others = [
+            (c, _try(lambda c=c: _run_answer(options.answer, c, options.call)),
+             _try(lambda c=c: _run(reference, c, options.call)))
+            for c in options.cases
+            if c is not case
+        ]  # fmt: skip
+        fits.sort(key=lambda fit: -sum(_fits(o, e, c, fit[1], options) for c, o, e in others))
+    if fits:
+        return f"looks like {fits[0][0]}"
     return _ignored_argument(got, expected, case, reference, names, options)
+
+
+_FAILED = object()
+
+
+def _try(thunk):
+    try:
+        return thunk()
+    except Exception:  # the answer (or a mistake) cannot run on this case
+        return _FAILED
+
+
+def _fits(got, expected, case: Case, wrong, options) -> bool:
+    """``wrong`` runs on ``case``, gives something else than the right output, and the answer
+    equals it."""
+    output = _try(lambda: _run(wrong, case, options.call))
+    if any(value is _FAILED for value in (output, got, expected)):
+        return False
+    return not _same(output, expected, options) and _same(got, output, options)
 
 
 def _ignored_argument(got, expected, case: Case, reference, names, options) -> str | None:

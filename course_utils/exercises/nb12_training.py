@@ -1,9 +1,11 @@
 """Checkers for notebook 12: one training step, the learning rate at a step, and estimating
 the loss without gradients.
 
-Each checker compares the student's function with the same computation written out here,
-and when the answer matches a known wrong variant (no ``zero_grad``, no clipping, a warm-up
-that starts at 0, dropout left on, ...) it names that mistake.
+Written with :func:`course_utils.exercises.judge.judge`. These exercises act on a model and
+an optimizer, so each checker runs the answer in a harness (judge's ``call``) that builds
+them, runs the answer and returns what it observed: the weight update, the losses, the
+model's modes, the schedule over every step. Every catalogued mistake is a wrong version of
+the learner's function, run through the same harness.
 """
 
 from __future__ import annotations
@@ -14,78 +16,155 @@ from collections.abc import Callable
 import torch
 
 from course_utils.config import ModelConfig, TrainConfig
-from course_utils.exercises.core import run_check
+from course_utils.exercises.difference import Tolerance
+from course_utils.exercises.judge import Case, Problem, judge
 from course_utils.model import TinyDecoder
 
 _VOCAB, _BLOCK = 11, 8
 
 
-def _tiny_decoder(dropout: float = 0.0, seed: int = 0) -> TinyDecoder:
-    torch.manual_seed(seed)
-    config = ModelConfig(
-        vocab_size=_VOCAB, block_size=_BLOCK, d_model=16, n_heads=2, n_layers=1, dropout=dropout
-    )
-    return TinyDecoder(config)
+def _tiny_decoder(dropout: float = 0.0, seed: int = 0, d_model: int = 16) -> TinyDecoder:
+    with torch.random.fork_rng(devices=[]):  # leave the notebook's random state alone
+        torch.manual_seed(seed)
+        config = ModelConfig(
+            vocab_size=_VOCAB, block_size=_BLOCK, d_model=d_model, n_heads=2, n_layers=1,
+            dropout=dropout,
+        )  # fmt: skip
+        return TinyDecoder(config)
 
 
-def _batches(count: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _batches(count: int, seed: int, batch: int = 3, t: int = _BLOCK) -> list[tuple]:
     generator = torch.Generator().manual_seed(seed)
     out = []
     for _ in range(count):
-        ids = torch.randint(_VOCAB, (3, _BLOCK + 1), generator=generator)
+        ids = torch.randint(_VOCAB, (batch, t + 1), generator=generator)
         out.append((ids[:, :-1], ids[:, 1:]))  # (B, T) inputs, (B, T) next-token targets
     return out
 
 
-# --- one training step --------------------------------------------------------------------
+# --- one training step ------------------------------------------------------------------------
 
 
-def _reference_step(
-    model, optimizer, x, y, lr, grad_clip, *, zero=True, clip=True, set_lr=True, all_groups=True
-):
-    """One step written out; the keyword switches leave one part out (the known mistakes)."""
-    if set_lr:
-        for group in optimizer.param_groups if all_groups else optimizer.param_groups[:1]:
-            group["lr"] = lr
-    if zero:
+def _step(model, optimizer, x, y, lr, grad_clip, *, zero="start", clip="norm", set_lr="all",
+          step_first=False):  # fmt: skip
+    """One step written out; the keywords make the known mistakes."""
+    groups = {"all": optimizer.param_groups, "first": optimizer.param_groups[:1]}
+    for group in groups.get(set_lr, []):
+        group["lr"] = lr
+    if zero == "start":
         optimizer.zero_grad(set_to_none=True)
     _, loss = model(x, y)
+    if step_first:  # the mistake: the update uses the gradients that are not there yet
+        optimizer.step()
     loss.backward()
-    if clip:
+    if zero == "before step":
+        optimizer.zero_grad()
+    if clip == "norm":
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    optimizer.step()
+    elif clip == "value":
+        torch.nn.utils.clip_grad_value_(model.parameters(), grad_clip)
+    elif clip == "fixed":
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    if not step_first:
+        optimizer.step()
+    if clip == "after step":
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    if set_lr == "after step":
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+    if zero == "end":
+        optimizer.zero_grad()
     return loss.item()
 
 
-_STEP_MISTAKES = {
-    "zero": "the gradients of the previous step were added to this one: call "
-    "optimizer.zero_grad() before loss.backward()",
-    "clip": "the gradient was not clipped: call torch.nn.utils.clip_grad_norm_(model.parameters(), "
-    "grad_clip) after loss.backward() and before optimizer.step()",
-    "set_lr": "the step used the optimizer's old learning rate: set group['lr'] = lr for every "
-    "group in optimizer.param_groups before optimizer.step()",
-    "all_groups": "only the first parameter group got the new learning rate: the course's "
-    "make_optimizer has two groups (weights with decay, biases and norms without), so set "
-    "group['lr'] = lr in a loop over every group in optimizer.param_groups",
-}
+TRAINING_STEP_MISTAKES = [
+    (
+        "optimizer.step() before loss.backward() (or no step at all): the weights never "
+        "change; the order is zero_grad, forward, backward, clip, step",
+        lambda *a: _step(*a, step_first=True),
+    ),
+    (
+        "zero_grad between backward and step: the gradient just computed is wiped before the "
+        "update; call optimizer.zero_grad() before the forward pass",
+        lambda *a: _step(*a, zero="before step"),
+    ),
+    (
+        "no zero_grad: the gradients of earlier steps were added to this one; call "
+        "optimizer.zero_grad() before loss.backward()",
+        lambda *a: _step(*a, zero="none"),
+    ),
+    (
+        "zero_grad at the end of the step: the gradients left before the call were added to "
+        "the first update; clear them at the start",
+        lambda *a: _step(*a, zero="end"),
+    ),
+    (
+        "no gradient clipping: call torch.nn.utils.clip_grad_norm_(model.parameters(), "
+        "grad_clip) after loss.backward() and before optimizer.step()",
+        lambda *a: _step(*a, clip="none"),
+    ),
+    (
+        "the clip after optimizer.step(): the update used the unclipped gradient; clip between "
+        "backward and step",
+        lambda *a: _step(*a, clip="after step"),
+    ),
+    (
+        "clip_grad_value_: it clips each entry; the exercise clips the global norm with "
+        "clip_grad_norm_",
+        lambda *a: _step(*a, clip="value"),
+    ),
+    (
+        "a clip to norm 1.0; clip to the argument grad_clip",
+        lambda *a: _step(*a, clip="fixed"),
+    ),
+    (
+        "the optimizer's old learning rate: set group['lr'] = lr for every group in "
+        "optimizer.param_groups before optimizer.step()",
+        lambda *a: _step(*a, set_lr="none"),
+    ),
+    (
+        "only the first parameter group got the new learning rate: the course's optimizer "
+        "has two groups (weights with decay; biases and norms without), so loop over every "
+        "group in optimizer.param_groups",
+        lambda *a: _step(*a, set_lr="first"),
+    ),
+    (
+        "the learning rate set after optimizer.step(): each step used the previous rate; set "
+        "it first",
+        lambda *a: _step(*a, set_lr="after step"),
+    ),
+]
 
 
-def _run_steps(step_function, batches, lr_values, grad_clip, **switches):
-    """Two steps from the same start, with stale gradients left from an earlier backward."""
-    model = _tiny_decoder()
-    # Two groups, as make_optimizer builds (matrices; biases and norm weights), so a rate set
-    # in the first group only shows. Plain SGD: every mistake changes the weights visibly
-    # (Adam hides a uniform rescale).
+def _steps(training_step, d_model, batch_shape, momentum, lr_values, grad_clip):
+    """Run ``training_step`` once per rate in ``lr_values`` on a fresh 1-layer decoder whose
+    gradients hold stale values from an earlier backward, with two parameter groups (as
+    make_optimizer builds) and plain SGD (Adam would hide a uniform rescale). Returns
+    (the weight update, the losses, the gradient norm left after the last call)."""
+    model = _tiny_decoder(d_model=d_model)
     matrices = [p for p in model.parameters() if p.ndim >= 2]
     vectors = [p for p in model.parameters() if p.ndim < 2]
-    optimizer = torch.optim.SGD([{"params": matrices}, {"params": vectors}], lr=0.5)
-    x0, y0 = batches[0]
-    model(x0, y0)[1].backward()  # stale gradients: what a forgotten zero_grad would add
-    losses = [
-        step_function(model, optimizer, x, y, lr, grad_clip, **switches)
-        for (x, y), lr in zip(batches[1:], lr_values)
-    ]
-    return model, losses
+    groups = [{"params": matrices}, {"params": vectors}]
+    optimizer = torch.optim.SGD(groups, lr=0.1, momentum=momentum)
+    batches = _batches(
+        len(lr_values) + 1, seed=120 + d_model, batch=batch_shape[0], t=batch_shape[1]
+    )
+    model(*batches[0])[1].backward()  # stale gradients: what a forgotten zero_grad would add
+    before = torch.cat([p.detach().flatten() for p in model.parameters()]).double()
+    losses = []
+    for (x, y), lr in zip(batches[1:], lr_values):
+        loss = training_step(model, optimizer, x, y, lr, grad_clip)
+        if isinstance(loss, bool) or not isinstance(loss, (int, float)):
+            kind = f"a tensor{' that requires grad' * getattr(loss, 'requires_grad', False)}"
+            kind = kind if isinstance(loss, torch.Tensor) else f"a {type(loss).__name__}"
+            return Problem(
+                f"training_step returned {kind}; return the loss as a float: loss.item()"
+            )
+        losses.append(float(loss))
+    after = torch.cat([p.detach().flatten() for p in model.parameters()]).double()
+    grads = [p.grad.detach().double().norm() for p in model.parameters() if p.grad is not None]
+    grad_norm = float(torch.stack(grads).norm()) if grads else 0.0
+    return after - before, torch.tensor(losses, dtype=torch.float64), grad_norm
 
 
 def check_training_step(training_step: Callable) -> bool:
@@ -94,62 +173,106 @@ def check_training_step(training_step: Callable) -> bool:
     One optimizer step: set the learning rate ``lr`` in every parameter group, clear the
     old gradients, forward ``model(x, y)`` (which returns ``(logits, loss)``), backward,
     clip the global gradient norm to ``grad_clip``, step; return the loss as a Python float.
-
-    Tried for two steps on a 1-layer decoder whose gradients hold stale values from an
-    earlier backward, with a clip that binds, a learning rate unlike the optimizer's, and two
-    parameter groups (as :func:`course_utils.training.make_optimizer` builds). Names a missing
-    ``zero_grad``, a missing clip, an unchanged learning rate, a rate set in the first group
-    only, a loss returned as a tensor, and a step that changes nothing.
+    Three cases vary the model (d_model 16, 8), x and y ((3, 8), (2, 5), (1, 1)), the optimizer
+    (SGD with and without momentum), lr and grad_clip (binding and not). Names each mistake of
+    :data:`TRAINING_STEP_MISTAKES` and a loss returned as a tensor.
     """
-    batches, lr_values, grad_clip = _batches(3, seed=120), [3e-3, 1e-3], 0.05
-    expected_model, expected_losses = _run_steps(_reference_step, batches, lr_values, grad_clip)
-
-    def attempt() -> str | None:
-        model, losses = _run_steps(training_step, batches, lr_values, grad_clip)
-        if not all(isinstance(loss, float) for loss in losses):
-            kinds = sorted({type(loss).__name__ for loss in losses})
-            return f"training_step should return the loss as a float (loss.item()), got {kinds}"
-        if _same_weights(model, expected_model):
-            if all(math.isclose(a, b, rel_tol=1e-5) for a, b in zip(losses, expected_losses)):
-                return None
-            return (
-                f"returned losses {[round(v, 5) for v in losses]}, expected "
-                f"{[round(v, 5) for v in expected_losses]} (the loss of the forward pass "
-                "before the update)"
-            )
-        if _same_weights(model, _tiny_decoder()):
-            return "the weights did not change: call optimizer.step()"
-        for switch, reason in _STEP_MISTAKES.items():
-            variant, _ = _run_steps(
-                _reference_step, batches, lr_values, grad_clip, **{switch: False}
-            )
-            if _same_weights(model, variant):
-                return reason
-        return (
-            "the weights after two steps differ from zero_grad -> forward -> backward -> "
-            "clip -> step with the given lr"
-        )
-
-    return run_check("training_step", attempt)
-
-
-def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    return all(
-        torch.allclose(p, q, rtol=1e-5, atol=1e-7) for p, q in zip(a.parameters(), b.parameters())
+    cases = [  # the first has a gradient norm above 1, so a clip to 1.0 shows
+        Case(16, (1, 1), 0.0, (0.7,), 0.02, label="one step on B = 1, T = 1, grad_clip 0.02"),
+        Case(16, (3, 8), 0.0, (0.5, 0.3), 0.05, label="two steps, lr 0.5 then 0.3, grad_clip 0.05"),
+        Case(
+            8, (2, 5), 0.9, (0.2, 0.4, 0.1), 0.5, label="three steps with momentum, grad_clip 0.5"
+        ),
+    ]
+    return judge(
+        "training_step",
+        training_step,
+        _step,
+        cases,
+        TRAINING_STEP_MISTAKES,
+        call=_steps,
+        axes=("weight update", "losses", "gradient norm left after the step"),
+        tolerance=Tolerance(atol=1e-8, rtol=1e-3),
     )
 
 
 # --- the learning rate at step s ------------------------------------------------------------
 
 
-def _reference_lr(step: int, config: TrainConfig) -> float:
-    """Linear warm-up (step 0 already learns), cosine from the peak to min_lr, then flat."""
-    if step < config.warmup_iters:
-        return config.learning_rate * (step + 1) / config.warmup_iters
-    progress = min(1.0, (step - config.warmup_iters) / (config.max_iters - config.warmup_iters))
-    return config.min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (
-        config.learning_rate - config.min_lr
-    )
+def _lr(step, config, *, warmup_from=1, end="min_lr", over="decay", start="warmup",
+        clamp=True, ahead=0, boundary="<", shape="cosine", half=0.5, swapped=False):  # fmt: skip
+    """Linear warm-up (step 0 already learns), cosine from the peak to min_lr, then flat; the
+    keywords make the known mistakes."""
+    warmup, peak = config.warmup_iters, config.learning_rate
+    floor = 0.0 if end == "zero" else config.min_lr
+    if step < warmup or (boundary == "<=" and step <= warmup):
+        return peak * (step + warmup_from) / warmup
+    span = {"decay": config.max_iters - warmup, "max_iters": config.max_iters}[over]
+    progress = (step - (warmup if start == "warmup" else 0) + ahead) / span
+    progress = min(1.0, progress) if clamp else progress
+    if shape == "linear":
+        return peak - progress * (peak - floor)
+    high, low = (floor, peak) if swapped else (peak, floor)
+    return low + half * (1 + math.cos(math.pi * progress)) * (high - low)
+
+
+LEARNING_RATE_MISTAKES = [
+    (
+        "a warm-up that starts at 0 (learning_rate * step / warmup_iters): step 0 should "
+        "already learn, learning_rate * (step + 1) / warmup_iters",
+        lambda s, c: _lr(s, c, warmup_from=0),
+    ),
+    ("a decay to 0; the cosine ends at min_lr", lambda s, c: _lr(s, c, end="zero")),
+    (
+        "a cosine stretched over max_iters steps; it runs over max_iters - warmup_iters steps, "
+        "starting after the warm-up",
+        lambda s, c: _lr(s, c, over="max_iters"),
+    ),
+    (
+        "a cosine counted from step 0; count from the end of the warm-up: progress = "
+        "(step - warmup_iters) / (max_iters - warmup_iters)",
+        lambda s, c: _lr(s, c, over="max_iters", start="zero"),
+    ),
+    (
+        "a cosine one step ahead (step - warmup_iters + 1): the first step after the warm-up "
+        "is at the peak, progress 0",
+        lambda s, c: _lr(s, c, ahead=1),
+    ),
+    (
+        "a rate that rises again after max_iters: clamp the progress at 1, so it stays at min_lr",
+        lambda s, c: _lr(s, c, clamp=False),
+    ),
+    (
+        "step <= warmup_iters for the warm-up: at step warmup_iters the cosine starts, at the "
+        "peak; use step < warmup_iters",
+        lambda s, c: _lr(s, c, boundary="<="),
+    ),
+    ("a linear decay; the schedule is a cosine", lambda s, c: _lr(s, c, shape="linear")),
+    (
+        "the factor 0.5 missing: "
+        "min_lr + 0.5 * (1 + cos(pi * progress)) * (learning_rate - min_lr)",
+        lambda s, c: _lr(s, c, half=1.0),
+    ),
+    (
+        "learning_rate and min_lr swapped in the cosine: it should fall from learning_rate to "
+        "min_lr",
+        lambda s, c: _lr(s, c, swapped=True),
+    ),
+]
+
+
+def _schedule(learning_rate, config):
+    """The rate at every step 0 .. max_iters + 20, as a float64 tensor over the step axis."""
+    rates = []
+    for step in range(config.max_iters + 21):
+        rate = learning_rate(step, config)
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+            fix = " (use .item())" if isinstance(rate, torch.Tensor) else ""
+            return Problem(
+                f"learning_rate({step}, config) returned {type(rate).__name__}; return a float{fix}"
+            )
+        rates.append(float(rate))
+    return torch.tensor(rates, dtype=torch.float64)
 
 
 def check_learning_rate(learning_rate: Callable) -> bool:
@@ -157,137 +280,152 @@ def check_learning_rate(learning_rate: Callable) -> bool:
 
     Steps ``0 .. warmup_iters - 1``: ``learning_rate * (step + 1) / warmup_iters``; then a
     cosine from ``learning_rate`` down to ``min_lr`` over the remaining
-    ``max_iters - warmup_iters`` steps; after ``max_iters``: ``min_lr``.
-
-    Tried on two configurations at every step from 0 to ``max_iters + 20``. Names a warm-up
-    that starts at 0, a decay that ends at 0 instead of ``min_lr``, a cosine stretched over
-    ``max_iters`` steps, and a rate that rises again after ``max_iters``.
+    ``max_iters - warmup_iters`` steps; after ``max_iters``: ``min_lr``. Four configurations
+    vary every field (warm-up 0 and 1 included), each at every step to ``max_iters + 20``.
+    Names each mistake of :data:`LEARNING_RATE_MISTAKES`.
     """
     configs = [
         TrainConfig(batch_size=1, max_iters=60, warmup_iters=10, learning_rate=1e-3, min_lr=1e-4),
         TrainConfig(batch_size=1, max_iters=35, warmup_iters=5, learning_rate=3e-4, min_lr=3e-5),
+        TrainConfig(batch_size=1, max_iters=12, warmup_iters=1, learning_rate=0.5, min_lr=0.0),
+        TrainConfig(batch_size=1, max_iters=20, warmup_iters=0, learning_rate=2e-2, min_lr=5e-3),
     ]
-
-    def attempt() -> str | None:
-        for config in configs:
-            steps = range(config.max_iters + 21)
-            answers = [learning_rate(step, config) for step in steps]
-            for answer in answers:
-                if not isinstance(answer, (int, float)) or isinstance(answer, bool):
-                    return f"learning_rate should return a float, got {type(answer).__name__}"
-            expected = [_reference_lr(step, config) for step in steps]
-            wrong = [s for s in steps if not _close(answers[s], expected[s], 1e-6)]
-            if wrong:
-                return _lr_mistake(wrong[0], config, answers, expected)
-        return None
-
-    return run_check("learning_rate", attempt)
-
-
-def _lr_mistake(step: int, config: TrainConfig, answers: list, expected: list) -> str:
-    """Name the mistake behind a wrong curve; ``step`` is the first wrong step."""
-    warmup, end = config.warmup_iters, config.max_iters
-    where = f"at step {step} (warmup_iters={warmup}, max_iters={end})"
-    head = f"{where} got {float(answers[step]):.6g}, expected {expected[step]:.6g}"
-    if answers[0] == 0.0:
-        return (
-            f"{head}: the warm-up should start at learning_rate * (step + 1) / warmup_iters, "
-            "so that step 0 already learns a little"
-        )
-    if math.isclose(answers[end], 0.0, abs_tol=1e-12):
-        return f"{head}: the cosine should decay to min_lr, not to 0"
-    stretched = [_cosine((s - warmup) / end, config) for s in range(warmup, end)]
-    if all(_close(a, b, 1e-6) for a, b in zip(answers[warmup:end], stretched)):
-        return (
-            f"{head}: the cosine runs over max_iters - warmup_iters steps, starting after "
-            "the warm-up"
-        )
-    if step > end:
-        return f"{head}: after max_iters the rate stays at min_lr (clamp the progress at 1)"
-    phase = "in the warm-up" if step < warmup else "in the cosine decay"
-    return f"{head} ({phase})"
-
-
-def _cosine(progress: float, config: TrainConfig) -> float:
-    return config.min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (
-        config.learning_rate - config.min_lr
+    cases = [
+        Case(
+            c,
+            label=f"warmup_iters={c.warmup_iters}, max_iters={c.max_iters}, "
+            f"learning_rate={c.learning_rate}, min_lr={c.min_lr}",
+        )  # fmt: skip
+        for c in configs
+    ]
+    return judge(
+        "learning_rate",
+        learning_rate,
+        _lr,
+        cases,
+        LEARNING_RATE_MISTAKES,
+        call=_schedule,
+        axes="step",
+        tolerance=Tolerance(atol=1e-12, rtol=1e-6),
     )
 
 
 # --- estimating the loss without gradients ---------------------------------------------------
 
 
-class _Probe(torch.nn.Module):
-    """A decoder with dropout that records, at each call, its mode and whether autograd ran."""
+def _mode(modules) -> str:
+    modes = {m.training for m in modules}
+    return "mixed" if len(modes) > 1 else ("train" if modes.pop() else "eval")
 
-    def __init__(self):
-        super().__init__()
-        self.decoder = _tiny_decoder(dropout=0.3, seed=3)
-        self.config = self.decoder.config
-        self.calls: list[tuple[bool, bool]] = []  # (training, grad enabled)
 
-    def forward(self, x, targets=None):
-        self.calls.append((self.training, torch.is_grad_enabled()))
-        return self.decoder(x, targets)
+def _estimate(estimate_loss, dropout, d_model, batch_shape, n_batches, start_training):
+    """Run ``estimate_loss`` on a 1-layer decoder with dropout, seeded, and report what it
+    did: (the modes during the forward passes, autograd during them, the mode afterwards,
+    autograd afterwards, the value; None while dropout was on, as it is then random)."""
+    model = _tiny_decoder(dropout=dropout, seed=3, d_model=d_model).train(start_training)
+    batches = _batches(n_batches, seed=121, batch=batch_shape[0], t=batch_shape[1])
+    seen: list[tuple[str, bool]] = []
+    model.register_forward_pre_hook(
+        lambda m, a: seen.append((_mode(m.modules()), torch.is_grad_enabled()))
+    )
+    with torch.random.fork_rng(devices=[]), torch.enable_grad():
+        torch.manual_seed(0)
+        value = estimate_loss(model, batches)
+        grad_after = "on" if torch.is_grad_enabled() else "off (left disabled)"
+    modes = {mode for mode, _ in seen} or {"never called"}
+    during = modes.pop() if len(modes) == 1 else "mixed"
+    autograd = "on" if any(grad for _, grad in seen) else "off"
+    value = None if during in ("train", "mixed") else value
+    return during, autograd, _mode(model.modules()), grad_after, value
+
+
+def _by_hand(model, batches, *, mode="eval", grad=False, restore=True, which=slice(None),
+             reduce="mean", grad_global=False):  # fmt: skip
+    """The exercise written out; the keywords make the known mistakes."""
+    was_training = model.training
+    if mode == "eval":
+        model.eval()
+    elif mode == "flag":  # the mistake: only the top module's flag changes
+        model.training = False
+    if grad_global:
+        torch.set_grad_enabled(False)
+    with torch.set_grad_enabled(grad and not grad_global):
+        losses = [model(x, y)[1].item() for x, y in batches[which]]
+    if restore is True:
+        model.train(was_training)
+    elif restore == "train":
+        model.train()
+    return sum(losses) if reduce == "sum" else sum(losses) / len(losses)
+
+
+ESTIMATE_LOSS_MISTAKES = [
+    (
+        "no model.eval(): dropout was on; call model.eval() first",
+        lambda m, b: _by_hand(m, b, mode=None),
+    ),
+    (
+        "model.training = False: that changes only the top module's flag, the dropout layers "
+        "inside stay in training mode; call model.eval(), which sets every submodule",
+        lambda m, b: _by_hand(m, b, mode="flag"),
+    ),
+    (
+        "no torch.no_grad(): the forward passes built graphs nobody uses; wrap them in "
+        "torch.no_grad() (or decorate the function with @torch.no_grad())",
+        lambda m, b: _by_hand(m, b, grad=True),
+    ),
+    (
+        "the model left in eval mode: remember model.training first and restore it with "
+        "model.train(was_training)",
+        lambda m, b: _by_hand(m, b, restore=False),
+    ),
+    (
+        "model.train() at the end whatever the mode before: a model that was in eval mode must "
+        "stay in it; restore with model.train(was_training)",
+        lambda m, b: _by_hand(m, b, restore="train"),
+    ),
+    (
+        "torch.set_grad_enabled(False) left on after the function: autograd stays off for the "
+        "rest of the notebook; use the context manager torch.no_grad()",
+        lambda m, b: _by_hand(m, b, grad_global=True),
+    ),
+    (
+        "the loss of the first batch only; average over all batches",
+        lambda m, b: _by_hand(m, b, which=slice(1)),
+    ),
+    (
+        "the loss of the last batch only; average over all batches",
+        lambda m, b: _by_hand(m, b, which=slice(-1, None)),
+    ),
+    ("the sum of the losses; return their mean", lambda m, b: _by_hand(m, b, reduce="sum")),
+]
 
 
 def check_estimate_loss(estimate_loss: Callable) -> bool:
     """Check ``estimate_loss(model, batches) -> float``: the mean loss over a list of
     ``(x, y)`` batches, in eval mode (dropout off), without building a graph
-    (``torch.no_grad()``), leaving the model in the mode it was in.
-
-    Tried on a 1-layer decoder with dropout 0.3 and 4 batches, once from training mode and
-    once from eval mode. Names dropout left on, autograd left on, a mode not restored, a
-    tensor returned instead of a float, and a mean over fewer batches.
+    (``torch.no_grad()``), leaving the model in the mode it was in. Four cases vary the model
+    (dropout 0.3, 0.5; d_model 16, 8), the batches (4, 1 and 3; T = 1 included) and the mode
+    before (train, eval). Names each mistake of :data:`ESTIMATE_LOSS_MISTAKES` (dropout left
+    on, ``model.training = False``, ...) and a tensor returned.
     """
-    batches = _batches(4, seed=121)
-
-    def attempt() -> str | None:
-        for start_training in (True, False):
-            probe = _Probe().train(start_training)
-            answer = estimate_loss(probe, batches)
-            if isinstance(answer, torch.Tensor):
-                grad = " that requires grad" if answer.requires_grad else ""
-                return f"returned a tensor{grad}; return a Python float (.item())"
-            if not probe.calls:
-                return "the model was never called"
-            if any(training for training, _ in probe.calls):
-                return "the model ran in training mode (dropout on): call model.eval() first"
-            if any(grad for _, grad in probe.calls):
-                return (
-                    "the forward passes ran with autograd on, building graphs nobody uses: "
-                    "wrap them in torch.no_grad()"
-                )
-            if probe.training != start_training:
-                mode = "training" if start_training else "eval"
-                return f"the model was in {mode} mode before and not after: restore its mode"
-            expected = _mean_loss(probe.decoder, batches)
-            if not isinstance(answer, (int, float)) or not math.isclose(
-                answer, expected, rel_tol=1e-5
-            ):
-                first = _mean_loss(probe.decoder, batches[:1])
-                hint = " (only the first batch?)" if _close(answer, first) else ""
-                return (
-                    f"returned {answer!r}, expected the mean over all batches {expected:.6f}{hint}"
-                )
-        return None
-
-    return run_check("estimate_loss", attempt)
-
-
-def _mean_loss(model: TinyDecoder, batches) -> float:
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        losses = [model(x, y)[1].item() for x, y in batches]
-    model.train(was_training)
-    return sum(losses) / len(losses)
-
-
-def _close(a, b: float, rel_tol: float = 1e-5) -> bool:
-    """``a`` is a number (not a bool) within ``rel_tol`` of ``b``."""
-    return (
-        isinstance(a, (int, float))
-        and not isinstance(a, bool)
-        and math.isclose(a, b, rel_tol=rel_tol, abs_tol=1e-12)
+    cases = [
+        Case(0.3, 16, (3, 8), 4, True, label="4 batches (3, 8), dropout 0.3, from training mode"),
+        Case(0.3, 16, (3, 8), 4, False, label="4 batches (3, 8), dropout 0.3, from eval mode"),
+        Case(0.5, 8, (2, 5), 3, True, label="3 batches (2, 5), dropout 0.5, from training mode"),
+        Case(0.5, 8, (1, 1), 1, False, label="1 batch (1, 1), dropout 0.5, from eval mode"),
+    ]
+    return judge(
+        "estimate_loss",
+        estimate_loss,
+        _by_hand,
+        cases,
+        ESTIMATE_LOSS_MISTAKES,
+        call=_estimate,
+        axes=(
+            "mode during the forward passes",
+            "autograd during them",
+            "mode afterwards",
+            "autograd afterwards",
+            "value",
+        ),  # fmt: skip
     )
