@@ -1,4 +1,8 @@
-"""Checkers for notebook 03: positional encoding."""
+"""Checkers for notebook 03: positional encoding.
+
+Written with :func:`course_utils.exercises.judge.judge`: each checker varies every argument,
+and names the mistake of its catalogue that the answer makes.
+"""
 
 from __future__ import annotations
 
@@ -6,93 +10,129 @@ from collections.abc import Callable
 
 import torch
 
-from course_utils.exercises.core import compare, run_check
+from course_utils.exercises.judge import Case, judge
 
 
-def _table_variant(
-    max_len: int, d_model: int, base: float = 10000.0, channel_index: bool = False,
-    swap: bool = False, halves: bool = False,
-) -> torch.Tensor:  # fmt: skip
-    """A float64 sinusoidal table, or one of the known wrong ones (for naming a mistake)."""
-    position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+def _table(max_len, d_model, *, base=10000.0, channel_index=False, swap=False, halves=False,
+           two=2, first_position=0, multiply=False):  # fmt: skip
+    """A float64 sinusoidal table (Vaswani et al. 2017, §3.5); the keywords make the known
+    mistakes."""
+    position = torch.arange(first_position, first_position + max_len, dtype=torch.float64)
     pair = torch.arange(d_model // 2, dtype=torch.float64) * (2 if channel_index else 1)
-    angle = position / base ** (2 * pair / d_model)  # (max_len, d_model / 2)
+    frequency = base ** (two * pair / d_model)  # (d_model / 2,)
+    angle = position[:, None] * frequency if multiply else position[:, None] / frequency
     first, second = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
     if halves:  # [sin of every pair | cos of every pair]
         return torch.cat([first(angle), second(angle)], dim=-1)
     return torch.stack([first(angle), second(angle)], dim=-1).flatten(-2)  # interleaved
 
 
-_TABLE_MISTAKES = {
-    "sin and cos are swapped: channel 2i is sin, 2i+1 is cos": dict(swap=True),
-    "the exponent uses the channel index 2i where it needs the pair index i = channel // 2 "
-    "(so 2i/d_model, with i stepping by 1)": dict(channel_index=True),
-    "the base is 100000; the paper's is 10000": dict(base=100000.0),
-    "base 100000 and the channel index in the exponent (design mistake 1): use 10000 and the "
-    "pair index i = channel // 2": dict(base=100000.0, channel_index=True),
-    "the sines fill the first half and the cosines the second; the paper interleaves them: "
-    "channel 2i is sin, 2i+1 is cos": dict(halves=True),
-}
+TABLE_MISTAKES = [
+    (
+        "sin and cos swapped: channel 2i is sin, 2i+1 is cos",
+        lambda n, d: _table(n, d, swap=True),
+    ),
+    (
+        "base 100000 and the channel index in the exponent (design mistake 1): use 10000 and "
+        "the pair index i = channel // 2",
+        lambda n, d: _table(n, d, base=100000.0, channel_index=True),
+    ),
+    (
+        "the channel index 2i in the exponent where it needs the pair index i = channel // 2 "
+        "(so 2i/d_model, with i stepping by 1)",
+        lambda n, d: _table(n, d, channel_index=True),
+    ),
+    ("base 100000; the paper's is 10000", lambda n, d: _table(n, d, base=100000.0)),
+    (
+        "the sines in the first half and the cosines in the second; the paper interleaves "
+        "them: channel 2i is sin, 2i+1 is cos",
+        lambda n, d: _table(n, d, halves=True),
+    ),
+    (
+        "the exponent i/d_model without the 2: the frequencies are 1 / 10000^(2i/d_model)",
+        lambda n, d: _table(n, d, two=1),
+    ),
+    (
+        "positions counted from 1; the first position is 0 (its row is sin 0 = 0, cos 0 = 1)",
+        lambda n, d: _table(n, d, first_position=1),
+    ),
+    (
+        "pos * 10000^(2i/d_model): the angle divides by it, pos / 10000^(2i/d_model)",
+        lambda n, d: _table(n, d, multiply=True),
+    ),
+    (
+        "the table transposed, (d_model, max_len); rows are positions: (max_len, d_model)",
+        lambda n, d: _table(n, d).T,
+    ),
+]
 
 
 def check_sinusoidal_table(fn: Callable[[int, int], torch.Tensor]) -> bool:
     """Check ``fn(max_len, d_model)``: the sinusoidal table of Vaswani et al. 2017, §3.5.
 
     The answer must be ``(max_len, d_model)`` with ``PE[pos, 2i] = sin(pos / 10000^(2i/d))``
-    and ``PE[pos, 2i+1] = cos(...)``. Two sizes are tried, (50, 24) and (7, 10). Names swapped
-    sin and cos, the channel index in the exponent, base 100000 (alone or with it), and the
-    sines and cosines in two halves instead of interleaved.
+    and ``PE[pos, 2i+1] = cos(...)``. Five sizes vary both arguments: (50, 24), (7, 10),
+    (1, 2), (13, 6) and (3, 64). Names each mistake of :data:`TABLE_MISTAKES`.
     """
+    cases = [Case(50, 24), Case(7, 10), Case(1, 2), Case(13, 6), Case(3, 64)]
+    return judge(
+        "sinusoidal positional encoding table",
+        fn,
+        _table,
+        cases,
+        TABLE_MISTAKES,
+        axes="max_len d_model",
+        hint="channel 2i is sin, 2i+1 is cos, and the exponent 2i/d_model uses the pair index "
+        "i = channel // 2",
+    )
 
-    def attempt() -> str | None:
-        from course_utils.positional import sinusoidal_positional_encoding
 
-        for max_len, d_model in [(50, 24), (7, 10)]:
-            expected = sinusoidal_positional_encoding(max_len, d_model, dtype=torch.float64)
-            answer = fn(max_len, d_model)
-            problem = compare(answer, expected, name=f"PE({max_len}, {d_model})")
-            if problem is None:
-                continue
-            for reason, mistake in _TABLE_MISTAKES.items():
-                if compare(answer, _table_variant(max_len, d_model, **mistake)) is None:
-                    return f"{problem}; {reason}"
-            return (
-                f"{problem}; channel 2i is sin, 2i+1 is cos, and the exponent 2i/d_model "
-                "uses the pair index i = channel // 2"
-            )
-        return None
+def _shift(k, d_model, *, sign=1.0, channel_index=False, angle_only=False):
+    """``M(k)`` with ``PE[pos + k] = M(k) @ PE[pos]``: on each (sin, cos) pair, the rotation
+    [[cos kω, sin kω], [-sin kω, cos kω]]; the keywords make the known mistakes."""
+    pair = torch.arange(d_model // 2, dtype=torch.float64) * (2 if channel_index else 1)
+    omega = 10000.0 ** (-2 * pair / d_model)  # (d_model / 2,)
+    angle = omega if angle_only else k * omega
+    c, s = torch.cos(angle), sign * torch.sin(angle)
+    blocks = [torch.stack([torch.stack([ci, si]), torch.stack([-si, ci])]) for ci, si in zip(c, s)]
+    return torch.block_diag(*blocks)
 
-    return run_check("sinusoidal positional encoding table", attempt)
+
+SHIFT_MISTAKES = [
+    (
+        "M(-k), the transpose: the block [[cos, sin], [-sin, cos]] takes (sin, cos) at pos to "
+        "pos + k; check the signs of sin",
+        lambda k, d: _shift(k, d, sign=-1.0),
+    ),
+    (
+        "the identity, M(0): rotate each (sin, cos) pair by the angle k * omega_i",
+        lambda k, d: torch.eye(d, dtype=torch.float64),
+    ),
+    (
+        "a rotation by omega_i alone: the angle is k * omega_i",
+        lambda k, d: _shift(k, d, angle_only=True),
+    ),
+    (
+        "frequencies with the channel index in the exponent: omega_i = 10000^(-2i/d_model) "
+        "for the pair index i",
+        lambda k, d: _shift(k, d, channel_index=True),
+    ),
+]
 
 
 def check_pe_shift_matrix(fn: Callable[[int, int], torch.Tensor]) -> bool:
     """Check ``fn(k, d_model)``: the ``(d_model, d_model)`` matrix ``M(k)`` with
     ``PE[pos + k] = M(k) @ PE[pos]`` (Vaswani et al. 2017, §3.5).
 
-    Compared with :func:`course_utils.positional.pe_shift_matrix` for k = 3 (d_model 24) and
-    k = -2 (d_model 10). Names a transposed answer (the rotation by -k), the identity (no
-    rotation) and a matrix that ignores k.
+    Four cases vary both arguments: k = 3 (d_model 24), -2 (10), 7 (2) and 1 (6). Names each
+    mistake of :data:`SHIFT_MISTAKES` and a k that is ignored.
     """
-
-    def attempt() -> str | None:
-        from course_utils.positional import pe_shift_matrix
-
-        for k, d_model in [(3, 24), (-2, 10)]:
-            expected = pe_shift_matrix(k, d_model)
-            answer = fn(k, d_model)
-            problem = compare(answer, expected, name=f"M({k}) for d_model={d_model}")
-            if problem is None:
-                continue
-            if compare(answer, expected.T) is None:
-                return f"{problem}; your matrix is M(-k), the transpose: check the signs of sin"
-            if compare(answer, torch.eye(d_model, dtype=expected.dtype)) is None:
-                return (
-                    f"{problem}; that is the identity, M(0): rotate each (sin, cos) pair by the "
-                    "angle k * omega_i"
-                )
-            if any(compare(answer, pe_shift_matrix(j, d_model)) is None for j in (1, -1, 3)):
-                return f"{problem}; it is M(j) for another j: the angle is k * omega_i, use k"
-            return problem
-        return None
-
-    return run_check("shift matrix M(k)", attempt)
+    cases = [Case(3, 24), Case(-2, 10), Case(7, 2), Case(1, 6)]
+    return judge(
+        "shift matrix M(k)",
+        fn,
+        _shift,
+        cases,
+        SHIFT_MISTAKES,
+        axes="d_model d_model",
+    )
