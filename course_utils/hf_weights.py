@@ -31,9 +31,10 @@ Its logits equal the original's to 1e-5 in float32 at every length up to the con
 agrees to 1e-12; Llama and Qwen3 to 1e-5 only, because their RMSNorm in ``transformers``
 computes in float32 whatever the weights' dtype. A model built with the course's exact
 float64 angles (ModernConfig's default) differs from ``transformers`` by the rounding of
-float32 angles, about ``pos * 6e-8`` radians: past 1e-5 in the logits at 2048 positions,
-about 1e-2 in the rotation at 32768. In half precision the two libraries round differently
-(bfloat16: differences of order 0.1 in the logits); no equality is claimed there.
+float32 angles, about ``pos * 6e-8`` radians: of order 1e-5 in the logits at 2048
+positions, 1e-2 in the rotation of q and k at 32768. In half precision the two libraries
+round differently (bfloat16: differences of order 0.1 in the logits); no equality is
+claimed there.
 
 :func:`load_gpt2_124m` fetches the real 124 M GPT-2 through ``huggingface_hub`` when there is
 a network (Colab, a laptop); offline it prints one line and returns None.

@@ -180,3 +180,153 @@ def test_gpt2_124m_online_path_loads_the_hub_file_layout(tmp_path, monkeypatch):
     ids = torch.randint(0, 84, (2, 10))
     with torch.no_grad():
         torch.testing.assert_close(model(ids)[0], reference(ids).logits, atol=1e-5, rtol=0)
+
+
+# --- state dicts checked tensor by tensor -------------------------------------------------
+
+
+def test_a_missing_tensor_is_named_with_its_layer():
+    reference = reference_models()["llama"]
+    config = from_transformers(reference).config
+    state_dict = dict(reference.state_dict())
+    del state_dict["model.layers.1.mlp.up_proj.weight"]
+    with pytest.raises(
+        ValueError, match=r"missing model\.layers\.1\.mlp\.up_proj\.weight \(layer 1\)"
+    ):
+        hf_weights.llama_state_dict(state_dict, config)
+
+
+def test_more_layers_than_the_config_are_named_not_dropped():
+    deeper = LlamaForCausalLM(LlamaConfig(**{**SHAPE, "num_hidden_layers": 3}))
+    config = from_transformers(reference_models()["llama"]).config  # 2 layers
+    with pytest.raises(ValueError) as error:
+        hf_weights.llama_state_dict(deeper.state_dict(), config)
+    message = str(error.value)
+    assert (
+        "extra model.layers.2.self_attn.q_proj.weight (layer 2; the config has n_layers=2"
+        in message
+    )
+    gpt2 = reference_models()["gpt2"]
+    deeper = GPT2LMHeadModel(GPT2Config(**{**gpt2.config.to_diff_dict(), "n_layer": 3}))
+    with pytest.raises(ValueError, match=r"extra h\.2\.attn\.c_attn\.weight \(layer 2;"):
+        hf_weights.gpt2_state_dict(deeper.state_dict(), from_transformers(gpt2).config)
+
+
+def test_a_misshaped_projection_is_named_with_both_shapes():
+    reference = reference_models()["qwen3"]
+    config = from_transformers(reference).config
+    state_dict = dict(reference.state_dict())
+    state_dict["model.layers.0.self_attn.k_proj.weight"] = torch.zeros(6, 24)  # 1 head, not 2
+    with pytest.raises(
+        ValueError, match=r"k_proj\.weight \(layer 0\) has shape \(6, 24\), expected \(12, 24\)"
+    ):
+        hf_weights.llama_state_dict(state_dict, config)
+
+
+def test_a_head_that_is_not_the_tied_embedding_is_refused():
+    reference = reference_models()["gpt2"]
+    config = from_transformers(reference).config
+    state_dict = dict(reference.state_dict())
+    state_dict["lm_head.weight"] = state_dict["lm_head.weight"] + 1
+    with pytest.raises(ValueError, match="differs from wte.weight although the config ties them"):
+        hf_weights.gpt2_state_dict(state_dict, config)
+
+
+def test_a_classification_model_is_refused_by_its_tensors():
+    from transformers import LlamaForSequenceClassification
+
+    classifier = LlamaForSequenceClassification(LlamaConfig(**SHAPE, pad_token_id=0))
+    with pytest.raises(ValueError, match=r"missing lm_head\.weight.*extra score\.weight"):
+        from_transformers(classifier)
+
+
+# --- precision: dtypes, lengths, the padding row ------------------------------------------
+
+
+@pytest.mark.parametrize("name, atol", [("llama", 1e-5), ("qwen3", 1e-5), ("gpt2", 1e-12)])
+def test_float64_weights_stay_float64(name, atol):
+    """transformers' Llama and Qwen3 RMSNorm computes in float32 whatever the dtype: 1e-5;
+    GPT-2 stays in float64 throughout: 1e-12."""
+    reference = scrambled(reference_models()[name]).double()
+    ours = from_transformers(reference)
+    assert {p.dtype for p in ours.parameters()} == {torch.float64}
+    ids = torch.randint(0, 84, (2, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits, expected = ours(ids)[0], reference(ids).logits
+    assert logits.dtype == torch.float64
+    torch.testing.assert_close(logits, expected, atol=atol, rtol=0)
+
+
+def test_weights_of_mixed_dtypes_are_refused():
+    reference = reference_models()["llama"]
+    reference.lm_head.double()
+    with pytest.raises(ValueError, match="one float dtype"):
+        from_transformers(reference)
+
+
+LONG = {
+    "llama": lambda: LlamaForCausalLM(LlamaConfig(**{**SHAPE, "max_position_embeddings": 2048})),
+    "gpt2": lambda: GPT2LMHeadModel(
+        GPT2Config(vocab_size=84, n_embd=24, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LONG))
+def test_logits_equal_at_the_config_s_own_maximum_length(name):
+    """LlamaConfig's default max_position_embeddings (2048) and GPT2Config's n_positions
+    (1024): the whole sequence, not a short prefix."""
+    reference = scrambled(LONG[name]())
+    length = reference.config.max_position_embeddings
+    ours = from_transformers(reference)
+    ids = torch.randint(0, 84, (1, length), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids)[0], reference(ids).logits, atol=1e-5, rtol=0)
+
+
+def test_conversion_uses_transformers_float32_angles_and_they_matter_at_2048():
+    """Why conversion uses transformers' float32 angles: at LlamaConfig's 2048 positions and
+    head_dim 128, the exact float64 angles rotate q and k differently by more than 1e-5."""
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    assert from_transformers(reference_models()["llama"]).config.rope_angle_dtype == "float32"
+    config = LlamaConfig()
+    length, d_k = config.max_position_embeddings, config.head_dim
+    x = torch.randn(1, 2, length, d_k, generator=torch.Generator().manual_seed(3))
+    cos, sin = LlamaRotaryEmbedding(config)(x, torch.arange(length)[None])
+    theirs = apply_rotary_pos_emb(x, x, cos, sin)[0][..., rotary_permutation(d_k)]
+    mine = x[..., rotary_permutation(d_k)]
+    matched = RotaryEmbedding(d_k, length, angle_dtype=torch.float32)(mine)
+    torch.testing.assert_close(matched, theirs, atol=0, rtol=0)
+    assert (RotaryEmbedding(d_k, length)(mine) - theirs).abs().max() > 1e-5
+
+
+def test_the_rotation_is_transformers_own_at_qwen3_s_32768_positions():
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3RotaryEmbedding
+
+    config = Qwen3Config(head_dim=128, rope_parameters={"rope_theta": 1e6})
+    length, d_k = config.max_position_embeddings, 128
+    assert length == 32768
+    x = torch.randn(1, 2, length, d_k, generator=torch.Generator().manual_seed(2))
+    cos, sin = Qwen3RotaryEmbedding(config)(x, torch.arange(length)[None])
+    theirs, _ = apply_rotary_pos_emb(x, x, cos, sin)
+    permutation = rotary_permutation(d_k)
+    ours = RotaryEmbedding(d_k, length, base=1e6, angle_dtype=torch.float32)
+    torch.testing.assert_close(ours(x[..., permutation]), theirs[..., permutation], atol=0, rtol=0)
+    exact = RotaryEmbedding(d_k, length, base=1e6)  # float64 angles: off by about 1e-2
+    assert (exact(x[..., permutation]) - theirs[..., permutation]).abs().max() > 1e-3
+
+
+def test_the_padding_row_gets_no_gradient_as_in_transformers():
+    reference = scrambled(
+        LlamaForCausalLM(LlamaConfig(**SHAPE, pad_token_id=3, tie_word_embeddings=False))
+    ).train()
+    ours = from_transformers(reference).train()
+    assert ours.config.padding_idx == 3
+    ids = torch.tensor([[3, 5, 3, 7, 9, 3]])
+    ours(ids, targets=ids)[1].backward()
+    theirs = reference(ids, labels=ids).loss  # transformers shifts the labels itself
+    theirs.backward()
+    ours_grad = ours.token_embedding.weight.grad
+    assert ours_grad[3].abs().max() == 0 and ours_grad[5].abs().max() > 0
+    assert reference.model.embed_tokens.weight.grad[3].abs().max() == 0
