@@ -9,7 +9,8 @@ It downloads into FOLDER, for that Python and platform (default CPython 3.12 on 
 x86-64, what CUDA images run), the wheels of pyproject.toml's dependencies and the chosen
 extras (default ``test``: the notebooks' kernel, nbval and pytest, all a GPU check runs), at
 the versions of ``constraints.txt``, with their dependencies, plus ``setuptools`` (to build the
-course itself with no index: ``pip install --no-build-isolation``) and the corpus of
+course itself with no index: ``pip install --no-build-isolation``; always, as a venv made by
+Python 3.11 holds an older one that hides the image's) and the corpus of
 ``requirements-data.txt``. torch is never downloaded: the machine's own is kept
 (``make setup TORCH=system``).
 
@@ -58,7 +59,9 @@ TRIM = {
     "pylopdf-fonts-zh-cn": ("pylopdf_fonts_zh_cn/NotoSerifSC-Regular.otf",),
 }
 NEVER = ("torch",)  # the machine's own is kept (make setup TORCH=system)
-SETUPTOOLS = "setuptools>=77"  # pyproject.toml's build requirement
+# pyproject.toml's build requirement, always in the folder: a venv made by Python 3.11 has its
+# own setuptools 65, which hides the image's and cannot build the course.
+SETUPTOOLS = "setuptools>=77"
 
 
 def canonical(name: str) -> str:
@@ -151,13 +154,12 @@ def plan(extras: list[str], image: dict[str, str | None]) -> dict:
     wanted = [n for n in dict.fromkeys(names) if n not in NEVER]
     skipped = sorted(n for n in [*wanted, *data] if n in image)
     # The image's versions first, so that shared dependencies resolve to what it has.
-    versions = {**pins, **{n: v for n, v in image.items() if v is not None}}
+    versions = {**pins, **{n: v for n, v in image.items() if v is not None and n != "setuptools"}}
     constraints = [f"{n}=={v}" for n, v in sorted(versions.items()) if n not in NEVER]
     binary = [n for n in wanted if n not in image and n not in FROM_SOURCE]
     source = [f"{n}=={pins[n]}" for n in wanted if n in FROM_SOURCE and n not in image]
     source += [f"{n}=={v}" for n, v in data.items() if n not in image]
-    if "setuptools" not in image:
-        binary.append(SETUPTOOLS)
+    binary.append(SETUPTOOLS)
     return {"binary": binary, "constraints": constraints, "source": source, "skipped": skipped}
 
 
@@ -227,7 +229,7 @@ def build(args: argparse.Namespace, steps: dict) -> None:
             )
         for wheel in sorted((scratch / "binary").glob("*.whl")):
             project = canonical(wheel.name.split("-")[0])
-            if project in args.image_packages:
+            if project in args.image_packages and project != "setuptools":
                 continue  # the image has it (a dependency of something it lacks)
             if project in TRIM:
                 trimmed = trim_wheel(wheel, TRIM[project], folder)
