@@ -47,3 +47,17 @@ def run_make(
         text=True,
         timeout=timeout,
     )
+
+
+def venv_as_is(venv: Path = ROOT / ".venv") -> list[str]:
+    """``make`` arguments that use ``venv`` as it is: its setup counts as done (``-o`` on every
+    stamp), and a venv made by ``make setup TORCH=system`` is called so (the Makefile's default,
+    TORCH=pinned, would rebuild it: a test must never delete the .venv it runs in)."""
+    config = (venv / "pyvenv.cfg").read_text() if (venv / "pyvenv.cfg").is_file() else ""
+    system = "include-system-site-packages = true" in config
+    names = {".installed", ".installed-torch-system", *(p.name for p in venv.glob(".installed*"))}
+    stamps = [venv / name for name in sorted(names)]
+    return [
+        *(a for stamp in stamps for a in ("-o", str(stamp))),
+        *(["TORCH=system"] if system else []),
+    ]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from makefile_env import clean_make_env, run_make
+from makefile_env import clean_make_env, run_make, venv_as_is
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv"
@@ -194,7 +194,7 @@ def test_make_lab_serves_the_course_kernel_the_copies_and_no_news(tmp_path, cour
     args = f"--no-browser --ServerApp.token={token} --ServerApp.ip=127.0.0.1"
     server = subprocess.Popen(
         # -o: setup counts as done (no pip run here; the .venv is the one the tests use)
-        ["make", "--no-print-directory", "-o", str(VENV / ".installed"), "lab",
+        ["make", "--no-print-directory", *venv_as_is(VENV), "lab",
          f"WORK={work}", f"PORT={port}", f"ARGS={args}"],
         cwd=ROOT, env=clean_make_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         start_new_session=True,
