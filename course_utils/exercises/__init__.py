@@ -31,6 +31,7 @@ from course_utils.exercises.nb06_masking import (
     check_padding_mask,
 )
 from course_utils.exercises.nb07_softmax_and_weighted_values import (
+    check_attention,
     check_attention_output,
     check_stable_softmax,
 )
@@ -40,7 +41,6 @@ from course_utils.exercises.nb09_residual_and_layernorm import (
     check_pre_ln_residual,
 )
 from course_utils.exercises.nb10_feed_forward import check_feed_forward, check_ffn_parameter_count
-from course_utils.exercises.nb11_block_and_decoder import check_block, check_decoder
 from course_utils.exercises.nb11_block_and_decoder import check_block, check_decoder
 from course_utils.exercises.nb11_decoder_block_and_logits import (
     check_greedy_next_token,
@@ -85,6 +85,7 @@ __all__ = [
     "check_padding_mask",
     "check_masked_softmax",
     "check_stable_softmax",
+    "check_attention",
     "check_attention_output",
     "check_merge_heads",
     "check_multi_head_attention",
@@ -92,8 +93,6 @@ __all__ = [
     "check_pre_ln_residual",
     "check_feed_forward",
     "check_ffn_parameter_count",
-    "check_block",
-    "check_decoder",
     "check_block",
     "check_decoder",
     "check_top_k_filter",
