@@ -98,11 +98,17 @@ def config_from_transformers(hf_config) -> ModernConfig:
     """
     kind = check_fields(hf_config)
     settings = _gpt2_settings(hf_config) if kind == "gpt2" else _llama_settings(hf_config)
+    return _check_course_config(settings, type(hf_config).__name__)
+
+
+def _check_course_config(settings: dict, source: str) -> ModernConfig:
+    """``ModernConfig(**settings)``; its errors use the course's names, so say which
+    settings (hence which fields of ``source``) they were."""
     try:
         return ModernConfig(**settings)
-    except (TypeError, ValueError) as error:  # the course's names: say which field they are
+    except (TypeError, ValueError) as error:
         raise ValueError(
-            f"{type(hf_config).__name__} makes no course model: {error} (course names: "
+            f"{source} makes no course model: {error} (course names: "
             + ", ".join(f"{k}={v!r}" for k, v in settings.items())
             + ")"
         ) from None
