@@ -330,3 +330,34 @@ def test_the_padding_row_gets_no_gradient_as_in_transformers():
     ours_grad = ours.token_embedding.weight.grad
     assert ours_grad[3].abs().max() == 0 and ours_grad[5].abs().max() > 0
     assert reference.model.embed_tokens.weight.grad[3].abs().max() == 0
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=84,
+                n_embd=24,
+                n_layer=3,
+                n_head=4,
+                n_positions=32,
+                bos_token_id=0,
+                eos_token_id=0,
+                tie_word_embeddings=False,
+                scale_attn_weights=False,
+                scale_attn_by_inverse_layer_idx=True,
+            )
+        ),
+        lambda: LlamaForCausalLM(LlamaConfig(**SHAPE, attention_bias=True, mlp_bias=True)),
+    ],
+    ids=["gpt2 untied, unscaled, scaled by layer", "llama with biases"],
+)
+def test_the_switches_survive_the_kv_cache(make):
+    """The score scale lives in q (GroupedQueryAttention.project), so the KV cache, which
+    calls project, generates transformers' tokens too."""
+    reference = scrambled(make())
+    ours, prompt = from_transformers(reference), torch.tensor([[5, 17, 3]])
+    theirs = reference.generate(prompt, max_new_tokens=12, do_sample=False, pad_token_id=0)
+    assert torch.equal(generate(ours, prompt, 12, greedy=True), theirs)
+    assert torch.equal(generate_with_cache(ours, prompt, 12, greedy=True), theirs)
