@@ -150,8 +150,9 @@ QWEN3 = {
         "every layer 'full_attention' (the course has no sliding-window attention)",
         lambda value, config: value is None or all(kind == _FULL for kind in value),
     ),
-    "use_sliding_window": _refused(
-        "use_sliding_window=False (the course has no sliding-window attention)", _is(False)
+    "use_sliding_window": _irrelevant(
+        "only builds layer_types and sliding_window, which are checked themselves (with "
+        "num_hidden_layers <= max_window_layers every layer is still full attention)"
     ),
     "sliding_window": _refused(
         "no sliding window: None, or a value that no layer uses (layer_types all 'full_attention')",

@@ -58,7 +58,7 @@ def test_every_field_of_the_pinned_classes_is_classified(kind):
 def test_the_classification_counts_are_what_the_report_says():
     counted = {kind: hf_fields.counts(kind) for kind in CLASSES}
     assert counted["llama"] == {"reproduced": 16, "irrelevant": 18, "refused": 0}
-    assert counted["qwen3"] == {"reproduced": 15, "irrelevant": 18, "refused": 3}
+    assert counted["qwen3"] == {"reproduced": 15, "irrelevant": 19, "refused": 2}
     assert counted["gpt2"] == {"reproduced": 12, "irrelevant": 28, "refused": 1}
 
 
@@ -86,7 +86,6 @@ REFUSED_VALUES = {
             "partial_rotary_factor": 0.5,
         },
         "pad_token_id": 90,
-        "use_sliding_window": True,
         "layer_types": ["full_attention", "sliding_attention"],
         "sliding_window": 4,
     },
@@ -129,10 +128,19 @@ def test_each_refused_value_raises_naming_the_field_its_value_and_the_support(ki
     assert f"field {name}={value!r}" in message and "supported:" in message
 
 
-def test_a_sliding_window_no_layer_uses_is_accepted():
-    config = Qwen3Config(**LLAMA_SHAPE)
-    config.sliding_window = 4  # every layer is full attention: transformers ignores it
-    assert config_from_transformers(config).qk_norm
+def test_a_sliding_window_no_layer_uses_is_accepted_and_computes_full_attention():
+    config = Qwen3Config(**LLAMA_SHAPE, use_sliding_window=True, sliding_window=4)
+    assert config.layer_types == ["full_attention"] * 2  # both layers below max_window_layers
+    reference = scrambled(Qwen3ForCausalLM(config))
+    ids = torch.randint(0, 84, (2, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(
+            from_transformers(reference)(ids)[0], reference(ids).logits, atol=1e-5, rtol=0
+        )
+    config.max_window_layers = 1  # now layer 1 would slide: refused, by name
+    config.layer_types = ["full_attention", "sliding_attention"]
+    with pytest.raises(ValueError, match="field (layer_types|sliding_window)="):
+        config_from_transformers(config)
 
 
 def scrambled(model: torch.nn.Module, std: float = 0.2) -> torch.nn.Module:
