@@ -235,6 +235,13 @@ class ModernDecoder(nn.Module):
     # The same input checks as TinyDecoder (ids (B, T) in [0, V), T <= block_size; targets).
     _check_ids = TinyDecoder._check_ids
     _check_targets = TinyDecoder._check_targets
+    # The same generate(ids, max_new_tokens, temperature, top_k, greedy, generator) as
+    # TinyDecoder, with its checks: one token at a time, the context cropped to block_size.
+    # With a KV cache: course_utils.generation.generate_with_cache(model, ...).
+    generate = TinyDecoder.generate
+    _check_generate = TinyDecoder._check_generate
+    _check_sampling = TinyDecoder._check_sampling
+    _check_prompt = TinyDecoder._check_prompt
 
     def __init__(self, config: ModernConfig):
         super().__init__()
