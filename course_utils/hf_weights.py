@@ -48,7 +48,7 @@ import socket
 import torch
 from torch import nn
 
-from course_utils.checks import check_instance, check_int
+from course_utils.checks import check_instance, check_int, check_tensor
 from course_utils.hf_fields import check_fields, check_state_dict
 from course_utils.modern_model import ModernConfig, ModernDecoder
 from course_utils.rotary import check_rotary_width
@@ -81,10 +81,27 @@ def permute_heads(weight: torch.Tensor, n_heads: int, d_k: int) -> torch.Tensor:
 
     Shapes: ``(n_heads * d_k, C)`` (or ``(n_heads * d_k,)`` for a bias, ``(d_k,)`` for a
     QK-norm weight with ``n_heads=1``) -> the same shape.
+
+    Raises:
+        TypeError: ``weight`` not a tensor; ``n_heads`` or ``d_k`` not an int.
+        ValueError: ``d_k`` odd or below 2; ``weight`` without ``n_heads * d_k`` rows.
     """
+    _check_head_rows(weight, n_heads, d_k)
     permutation = rotary_permutation(d_k)
     rows = weight.reshape(n_heads, d_k, *weight.shape[1:])  # (h*d_k, ...) -> (h, d_k, ...)
     return rows[:, permutation].reshape(weight.shape)  # -> (h*d_k, ...)
+
+
+def _check_head_rows(weight: object, n_heads: object, d_k: object) -> None:
+    """Raise unless ``weight`` has ``n_heads * d_k`` rows (its first axis)."""
+    check_tensor(weight, "weight", "(n_heads * d_k, ...)")
+    n_heads = check_int(n_heads, "n_heads", minimum=1)
+    d_k = check_int(d_k, "d_k", minimum=2, why="the head width")
+    if weight.ndim == 0 or weight.shape[0] != n_heads * d_k:
+        raise ValueError(
+            f"weight must have n_heads * d_k = {n_heads} * {d_k} = {n_heads * d_k} rows, got "
+            f"shape {tuple(weight.shape)}"
+        )
 
 
 def config_from_transformers(hf_config) -> ModernConfig:

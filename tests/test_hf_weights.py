@@ -125,6 +125,8 @@ def test_permute_heads_moves_whole_rows_within_each_head():
     assert permuted[:, 0].tolist() == [0, 6, 3, 9, 12, 18, 15, 21]
     with pytest.raises(ValueError, match="d_k must be even"):
         rotary_permutation(5)
+    with pytest.raises(ValueError, match=r"n_heads \* d_k = 2 \* 4 = 8 rows, got shape \(10, 3\)"):
+        permute_heads(torch.zeros(10, 3), 2, 4)
 
 
 def test_copied_gpt2_generates_the_same_tokens_as_transformers():
