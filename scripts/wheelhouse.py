@@ -58,6 +58,9 @@ TRIM = {
     "jieba": ("jieba/lac_small", "jieba/posseg", "jieba/analyse"),
     "pylopdf-fonts-zh-cn": ("pylopdf_fonts_zh_cn/NotoSerifSC-Regular.otf",),
 }
+# Dependencies of an extra with no wheel on PyPI (built here from source, before the download
+# that needs them): cosmic-ray's yattag.
+SOURCE_DEPENDENCIES = {"dev": ("yattag",)}
 NEVER = ("torch",)  # the machine's own is kept (make setup TORCH=system)
 # pyproject.toml's build requirement, always in the folder: a venv made by Python 3.11 has its
 # own setuptools 65, which hides the image's and cannot build the course.
@@ -159,6 +162,7 @@ def plan(extras: list[str], image: dict[str, str | None]) -> dict:
     binary = [n for n in wanted if n not in image and n not in FROM_SOURCE]
     source = [f"{n}=={pins[n]}" for n in wanted if n in FROM_SOURCE and n not in image]
     source += [f"{n}=={v}" for n, v in data.items() if n not in image]
+    source += [n for e in extras for n in SOURCE_DEPENDENCIES.get(e, ()) if n not in image]
     binary.append(SETUPTOOLS)
     return {"binary": binary, "constraints": constraints, "source": source, "skipped": skipped}
 
@@ -197,10 +201,24 @@ def trim_wheel(wheel: Path, drop: tuple[str, ...], folder: Path) -> Path:
     return out
 
 
+def platform_tags(platform: str) -> list[str]:
+    """``platform`` and the older tags its machines also run: ``manylinux_2_28_x86_64`` gives
+    ``manylinux_2_28_x86_64`` ... ``manylinux_2_5_x86_64`` and the legacy names
+    ``manylinux2014``, ``manylinux2010``, ``manylinux1`` (pip's download does not expand them)."""
+    match = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", platform)
+    if match is None:
+        return [platform]
+    glibc, arch = int(match.group(1)), match.group(2)
+    tags = [f"manylinux_2_{minor}_{arch}" for minor in range(glibc, 4, -1)]
+    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+    return tags + [f"{name}_{arch}" for minor, name in legacy.items() if minor <= glibc]
+
+
 def _pip(*args: str) -> None:
     command = [sys.executable, "-m", "pip", *args]
     print("$ " + " ".join(command), flush=True)
-    subprocess.run(command, check=True)
+    if subprocess.run(command).returncode != 0:
+        sys.exit(f"make wheelhouse: pip {args[0]} failed (its error is above); nothing is final")
 
 
 def build(args: argparse.Namespace, steps: dict) -> None:
@@ -209,24 +227,19 @@ def build(args: argparse.Namespace, steps: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     target = [
         "--only-binary=:all:", "--python-version", args.python_version, "--implementation", "cp",
-        "--abi", "cp" + args.python_version.replace(".", ""), "--platform", args.platform,
+        "--abi", "cp" + args.python_version.replace(".", ""), "--abi", "abi3", "--abi", "none",
+        *(option for tag in platform_tags(args.platform) for option in ("--platform", tag)),
     ]  # fmt: skip
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         (scratch / "requirements.txt").write_text("\n".join(steps["binary"]) + "\n")
         (scratch / "constraints.txt").write_text("\n".join(steps["constraints"]) + "\n")
         requirements, constraints = scratch / "requirements.txt", scratch / "constraints.txt"
-        _pip("download", "--quiet", "--dest", str(scratch / "binary"), *target,
-             "-r", str(requirements), "-c", str(constraints))  # fmt: skip
+        binary = scratch / "binary"
         if steps["source"]:  # pure-Python projects with only a source archive on PyPI
-            _pip(
-                "wheel",
-                "--quiet",
-                "--no-deps",
-                "--wheel-dir",
-                str(scratch / "binary"),
-                *steps["source"],
-            )
+            _pip("wheel", "--quiet", "--no-deps", "--wheel-dir", str(binary), *steps["source"])
+        _pip("download", "--quiet", "--dest", str(binary), "--find-links", str(binary), *target,
+             "-r", str(requirements), "-c", str(constraints))  # fmt: skip
         for wheel in sorted((scratch / "binary").glob("*.whl")):
             project = canonical(wheel.name.split("-")[0])
             if project in args.image_packages and project != "setuptools":

