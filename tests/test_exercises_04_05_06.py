@@ -193,32 +193,46 @@ def test_head_queries_full_projection_detection_counts_multiplications():
 # --- notebook 05 ------------------------------------------------------------------------------
 
 
-def test_scaled_scores_accepts_eq_1(capsys):
-    def right(q, k):
-        return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-
-    assert verdict(check_scaled_scores, right, capsys) == (True, "✅ scaled_scores: correct\n")
-    assert verdict(check_scaled_scores, lambda q, k: q @ k.mT * q.shape[-1] ** -0.5, capsys)[0]
-    assert verdict(
-        check_scaled_scores,
+@pytest.mark.parametrize(
+    "right",
+    [
+        lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]),
+        lambda q, k: q @ k.mT * q.shape[-1] ** -0.5,
         lambda q, k: torch.einsum("...td,...sd->...ts", q / q.size(-1) ** 0.5, k),
-        capsys,
-    )[0]
+        lambda q, k: torch.matmul(q.double(), k.double().mT).div(q.shape[-1] ** 0.5).to(q.dtype),
+        lambda q, k: (q[..., :, None, :] * k[..., None, :, :]).sum(-1) / math.sqrt(q.shape[-1]),
+    ],
+)
+def test_scaled_scores_accepts_right_variants(right, capsys):
+    assert verdict(check_scaled_scores, right, capsys) == (True, "✅ scaled_scores: correct\n")
 
 
 @pytest.mark.parametrize(
     ("wrong", "message"),
     [
         (lambda q, k: q @ k.transpose(-2, -1), "without the 1/sqrt(d_k) scale"),
-        (lambda q, k: q @ k.transpose(-2, -1) / q.shape[-1], "divides by d_k = 8"),
-        (lambda q, k: q.transpose(-2, -1) @ k / 8**0.5, "raised RuntimeError"),
-        (lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(q.shape[-2]), "sqrt(T_q) = sqrt(6)"),
-        (lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(k.shape[-2]), "sqrt(T_k) = sqrt(5)"),
+        (lambda q, k: q @ k.transpose(-2, -1) / q.shape[-1], "divided by d_k"),
+        (lambda q, k: q @ k.mT * q.shape[-1] ** 0.5, "multiplied by sqrt(d_k)"),
+        (lambda q, k: q.transpose(-2, -1) @ k / 8**0.5, "the product's shapes do not fit"),
+        (lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(q.shape[-2]), "a scale of sqrt(T_q)"),
+        (lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(k.shape[-2]), "a scale of sqrt(T_k)"),
+        (lambda q, k: q @ k.mT / math.sqrt(8), "the running example's d_k"),
+        (lambda q, k: q @ k.mT / math.sqrt(24), "the running example's d_model"),
+        (lambda q, k: k @ q.mT / math.sqrt(q.shape[-1]), "the scores transposed"),
+        (lambda q, k: (q @ k.mT / math.sqrt(q.shape[-1])).float(), "a conversion to float32"),
+        (
+            lambda q, k: q.view(*q.shape[:-2], -1).view(q.shape) @ k.mT / q.shape[-1] ** 0.5,
+            "use reshape, not view",
+        ),
+        (lambda q, k: (q @ k.mT).numpy(), "numpy.ndarray"),
+        (lambda q: q, "give it exactly these parameters"),
+        (not_implemented, "not implemented yet"),
     ],
 )
-def test_scaled_scores_rejects(wrong, message, capsys):
+def test_scaled_scores_rejects_and_names(wrong, message, capsys):
     result, out = verdict(check_scaled_scores, wrong, capsys)
-    assert result is False and out.startswith("❌ scaled_scores") and message in out
+    assert result is False and out.startswith("❌ scaled_scores") and message in out, out
+    assert "checker itself failed" not in out
 
 
 def test_softmax_jacobian_accepts_the_closed_form(capsys):

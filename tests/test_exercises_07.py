@@ -73,6 +73,9 @@ def test_attention_accepts_right_variants(right, capsys):
 WRONG = {
     "no 1/sqrt(d_k) scale": lambda q, k, v, causal=True: attend(q, k, v, causal, scale=1.0),
     "sqrt(d_model) = sqrt(h * d_k)": lambda q, k, v, causal=True: attend(
+        q, k, v, causal, scale=math.sqrt(q.shape[-1] * (q.shape[1] if q.dim() == 4 else 1))
+    ),
+    "the running example's d_model": lambda q, k, v, causal=True: attend(
         q, k, v, causal, scale=math.sqrt(24)
     ),
     "the running example's d_k": lambda q, k, v, causal=True: attend(
@@ -196,3 +199,25 @@ def test_attention_saves_the_learner_s_source_after_a_pass(tmp_path, monkeypatch
     exec(compile(source, "<cell-07>", "exec"), namespace)
     assert verdict(namespace["attention"], capsys)[0] is True
     assert (tmp_path / "attention.py").read_text() == source
+
+
+def test_notebook_07_ladder_prose_matches_its_rung():
+    """The prose says one head "does not beat the embedding bigram yet; ... a little above it":
+    the committed rung of notebook 07 and the printed value must say so too."""
+    import json
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    rungs = {p.stem: json.loads(p.read_text()) for p in (root / "assets" / "ladder").glob("*.json")}
+    one_head, embedding = rungs["07-one-head"]["val_loss"], rungs["02-embedding"]["val_loss"]
+    assert embedding < one_head < embedding + 0.1
+    cells = json.loads((root / "notebooks" / "07_softmax_and_weighted_values.ipynb").read_text())
+    printed = "".join(
+        "".join(o.get("text", ""))
+        for c in cells["cells"]
+        if "show_ladder(" in "".join(c["source"])
+        for o in c.get("outputs", [])
+    )
+    found = re.search(r"\+ one self-attention head: validation loss (\d\.\d{3})", printed)
+    assert found and abs(float(found.group(1)) - one_head) < 5e-4, printed

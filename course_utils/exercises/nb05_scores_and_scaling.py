@@ -2,46 +2,88 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 
 from course_utils.exercises.core import compare, run_check
+from course_utils.exercises.difference import Tolerance
+from course_utils.exercises.judge import Case, judge
+
+
+def _scaled_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T_q, T_k)
+
+
+def _scores_cases() -> list[Case]:
+    """T_q, T_k and d_k all different where they can be (a transposed product cannot pass),
+    4-D, 3-D and 2-D inputs, T = 1, float64, non-contiguous views."""
+    generator = torch.Generator().manual_seed(50)
+
+    def randn(*shape, dtype=torch.float32):
+        return torch.randn(*shape, generator=generator, dtype=dtype)
+
+    q_view = randn(2, 6, 3, 8).transpose(1, 2)  # (B, h, T, d_k) as split_heads returns it
+    return [
+        Case(randn(2, 3, 6, 8), randn(2, 3, 5, 8)),
+        Case(randn(4, 16, dtype=torch.float64), randn(7, 16, dtype=torch.float64)),
+        Case(randn(3, 1, 4), randn(3, 1, 4), label="q, k (3, 1, 4): T = 1"),
+        Case(q_view, randn(2, 6, 3, 8).transpose(1, 2), label="q, k non-contiguous (2, 3, 6, 8)"),
+        Case(randn(1, 2, 9, 32), randn(1, 2, 3, 32)),
+    ]
+
+
+_SCORES_MISTAKES = (
+    ("q @ k^T without the 1/sqrt(d_k) scale: divide by math.sqrt(q.shape[-1])",
+     lambda q, k: q @ k.transpose(-2, -1)),
+    ("the scores divided by d_k: divide by its square root, sqrt(d_k)",
+     lambda q, k: q @ k.transpose(-2, -1) / q.shape[-1]),
+    ("the scores multiplied by sqrt(d_k): divide by it",
+     lambda q, k: q @ k.transpose(-2, -1) * math.sqrt(q.shape[-1])),
+    ("a scale of sqrt(T_q): d_k is the last axis of q and k, q.shape[-1]",
+     lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(q.shape[-2])),
+    ("a scale of sqrt(T_k): d_k is the last axis of q and k, q.shape[-1]",
+     lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(k.shape[-2])),
+    ("a fixed scale sqrt(8), the running example's d_k (a notebook global?): read d_k from "
+     "q.shape[-1]", lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(8)),
+    ("a fixed scale sqrt(24), the running example's d_model: each head divides by "
+     "sqrt(d_k), its own size q.shape[-1]", lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(24)),
+    ("k @ q^T: the scores transposed, (..., T_k, T_q); one row per query is q @ k^T",
+     lambda q, k: k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1])),
+    ("q^T @ k: that sums over the positions and gives a (d_k, d_k) matrix of channels; the "
+     "scores are q @ k.transpose(-2, -1)",
+     lambda q, k: q.transpose(-2, -1) @ k / math.sqrt(q.shape[-1])),
+    ("a conversion to float32: keep the inputs' dtype",
+     lambda q, k: _scaled_scores(q.float(), k.float())),
+)  # fmt: skip
+
+_SCORES_ERRORS = (
+    (RuntimeError, r"cannot be multiplied|Expected size|must match the size",
+     "the product's shapes do not fit: q (..., T_q, d_k) @ k.transpose(-2, -1) (..., d_k, T_k)"),
+    (RuntimeError, r"view size is not compatible",
+     "q and k may be non-contiguous views (split_heads returns one): use reshape, not view"),
+)  # fmt: skip
 
 
 def check_scaled_scores(scaled_scores: Callable) -> bool:
     """Exercise 05.1: ``scaled_scores(q, k)`` is ``q @ k^T / sqrt(d_k)`` (§3.2.1, Eq. 1).
 
-    Shapes: q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)`` -> ``(..., T_q, T_k)``. Tried with
-    T_q, T_k and d_k all different, so a transposed product cannot pass.
+    Shapes: q ``(..., T_q, d_k)``, k ``(..., T_k, d_k)`` -> ``(..., T_q, T_k)``, keeping the
+    inputs' dtype. Five cases (4-D, 3-D, 2-D; T_q != T_k; T = 1; float64; non-contiguous
+    views; d_k 4 to 32); ten named mistakes (the scale missing, by d_k, by sqrt(T), a fixed
+    constant, a transposed product, q^T k, float32) and two named errors.
     """
-
-    def attempt() -> str | None:
-        generator = torch.Generator().manual_seed(50)
-        for q_shape, k_shape in (((2, 3, 6, 8), (2, 3, 5, 8)), ((4, 16), (7, 16))):
-            q = torch.randn(*q_shape, generator=generator)
-            k = torch.randn(*k_shape, generator=generator)
-            raw = q @ k.transpose(-2, -1)
-            d_k = q.shape[-1]
-            answer = scaled_scores(q.clone(), k.clone())
-            name = f"scaled_scores(q {q_shape}, k {k_shape})"
-            if isinstance(answer, torch.Tensor) and answer.shape == raw.shape:
-                if torch.allclose(answer, raw, atol=1e-5):
-                    return f"{name} is q @ k^T without the 1/sqrt(d_k) scale"
-                if torch.allclose(answer, raw / d_k, atol=1e-5):
-                    return f"{name} divides by d_k = {d_k}; divide by sqrt(d_k) = {d_k**0.5:g}"
-                for axis, size in (("T_q", q.shape[-2]), ("T_k", k.shape[-2])):
-                    if torch.allclose(answer, raw / size**0.5, atol=1e-5):
-                        return (
-                            f"{name} divides by sqrt({axis}) = sqrt({size}); d_k is the last "
-                            f"axis of q and k, q.shape[-1] = {d_k}"
-                        )
-            problem = compare(answer, raw / d_k**0.5, name)
-            if problem:
-                return problem
-        return None
-
-    return run_check("scaled_scores", attempt)
+    return judge(
+        "scaled_scores",
+        scaled_scores,
+        _scaled_scores,
+        _scores_cases(),
+        _SCORES_MISTAKES,
+        axes="B h T_q T_k",
+        tolerance=Tolerance(atol=1e-5, rtol=1e-5, exact_dtype=True),
+        errors=_SCORES_ERRORS,
+    )
 
 
 def check_softmax_jacobian(softmax_jacobian: Callable) -> bool:
