@@ -158,6 +158,15 @@ SWITCHES = {
     "llama mlp_bias": lambda: LlamaForCausalLM(LlamaConfig(**LLAMA_SHAPE, mlp_bias=True)),
     "llama tied": lambda: LlamaForCausalLM(LlamaConfig(**LLAMA_SHAPE, tie_word_embeddings=True)),
     "llama swish": lambda: LlamaForCausalLM(LlamaConfig(**LLAMA_SHAPE, hidden_act="swish")),
+    "llama rms_norm_eps": lambda: LlamaForCausalLM(LlamaConfig(**LLAMA_SHAPE, rms_norm_eps=0.05)),
+    "llama pad_token_id": lambda: LlamaForCausalLM(LlamaConfig(**LLAMA_SHAPE, pad_token_id=3)),
+    "llama rope_theta": lambda: LlamaForCausalLM(
+        LlamaConfig(**LLAMA_SHAPE, rope_parameters={"rope_type": "default", "rope_theta": 50.0})
+    ),
+    "qwen3 tied": lambda: Qwen3ForCausalLM(Qwen3Config(**LLAMA_SHAPE, tie_word_embeddings=True)),
+    "gpt2 layer_norm_epsilon": lambda: GPT2LMHeadModel(
+        GPT2Config(**GPT2_SHAPE, layer_norm_epsilon=0.05)
+    ),
     "qwen3 attention_bias": lambda: Qwen3ForCausalLM(
         Qwen3Config(**LLAMA_SHAPE, attention_bias=True)
     ),
@@ -198,6 +207,8 @@ def test_the_switches_change_the_function():
         ("gpt2 scale_attn_weights=False", {"scale_scores": True}),
         ("gpt2 scale_attn_by_inverse_layer_idx", {"scale_by_layer": False}),
         ("gpt2 gelu", {"feed_forward": "gelu_tanh"}),
+        ("llama rms_norm_eps", {"norm_eps": 1e-6}),
+        ("llama rope_theta", {"rope_base": 10000.0}),
     ):
         ours = from_transformers(scrambled(SWITCHES[switch]()))
         other = type(ours)(dataclasses.replace(ours.config, **changes))

@@ -67,7 +67,8 @@ def reference_models() -> dict[str, torch.nn.Module]:
 def test_logits_and_every_hidden_state_equal_transformers(name):
     reference = scrambled(reference_models()[name])
     ours = from_transformers(reference)
-    ids = torch.randint(0, 84, (3, 20), generator=torch.Generator().manual_seed(1))
+    length = reference.config.max_position_embeddings  # the config's own maximum: 32
+    ids = torch.randint(0, 84, (3, length), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = reference(ids, output_hidden_states=True)
         logits, _ = ours(ids)
