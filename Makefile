@@ -146,11 +146,12 @@ work:
 
 test: setup
 	$(if $(TESTS),OMP_NUM_THREADS=1 $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) $(TESTS))
-	$(if $(NBVAL),$(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	$(if $(NBVAL),rm -rf .my_model_scratch && $(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
 		--nbval-cell-timeout=600 -p no:cacheprovider $(XDIST_NOTEBOOKS) $(NBVAL))
 
 course: setup
 	$(PY) scripts/sync_notebook_headers.py
+	rm -rf .my_model_scratch
 	printf '%s\n' $(SLOWEST_NOTEBOOKS) $(filter-out $(SLOWEST_NOTEBOOKS),$(NOTEBOOKS)) | \
 		xargs -P $(if $(filter-out 0,$(JOBS)),$(JOBS),1) -I NOTEBOOK \
 		env $(EXEC_ENV) $(OFFLINE_ENV) COURSE_WRITE_LADDER=1 "$(VENV)/bin/jupyter" nbconvert --to notebook --execute --inplace \

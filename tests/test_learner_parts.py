@@ -49,6 +49,17 @@ def test_solution_decoder_equals_tiny_decoder_with_copied_weights(sizes):
     torch.testing.assert_close(mine(changed)[0][:, :-1], logits[:, :-1])
 
 
+def test_a_class_saved_from_the_solution_counts_as_the_course_solution(folder, capsys):
+    source = parts.solution_source("FeedForward")  # ends with a comment on its last line
+    assert source.rstrip().endswith("# (B, T, C) -> (B, T, d_ff) -> (B, T, C)")
+    namespace = {"__name__": "__main__", "nn": torch.nn, "F": torch.nn.functional}
+    linecache.cache["<cell-9>"] = (len(source), None, source.splitlines(True), "<cell-9>")
+    exec(compile(source, "<cell-9>", "exec"), namespace)
+    parts.save_part(namespace["FeedForward"])
+    parts.my_model()
+    assert "FeedForward         notebook 10: the course's solution" in capsys.readouterr().out
+
+
 def test_without_saved_parts_every_part_is_the_solution(folder, capsys):
     module = parts.my_model()
     out = capsys.readouterr().out
@@ -82,7 +93,7 @@ class LayerNorm(nn.Module):
 
     def forward(self, x):
         centred = x - x.mean(-1, keepdim=True)
-        return self.weight * centred / (x.std(-1, keepdim=True) + self.eps) + self.bias
+        return self.weight * centred / (x.std(-1, keepdim=True) + self.eps) + self.bias  # BUG
 """
 
 
@@ -91,7 +102,8 @@ def test_saved_parts_are_used_and_a_faulty_one_is_named_and_replaced(folder, cap
     norm = _define(WRONG_LAYER_NORM, "LayerNorm", "<cell-2>")  # a class: found via its methods
     assert parts.save_part(split) == folder / "split_heads.py"
     assert parts.save_part(norm) == folder / "LayerNorm.py"
-    assert "x.std(-1" in (folder / "LayerNorm.py").read_text()
+    assert (folder / "LayerNorm.py").read_text() == textwrap.dedent(WRONG_LAYER_NORM).lstrip()
+    assert "# BUG" in (folder / "LayerNorm.py").read_text()  # a comment on the last line kept
     module = parts.my_model()
     out = capsys.readouterr().out
     assert "split_heads         notebook 04: yours" in out
@@ -142,10 +154,11 @@ def _solution_cells(notebook: Path) -> dict[str, str]:
         source = "".join(cell["source"])
         if cell["cell_type"] != "code" or not source.startswith("# Solution"):
             continue
+        lines = source.splitlines(True)
         for node in ast.parse(source).body:
             name = getattr(node, "name", None)
-            if name in parts.PARTS:
-                found[name] = ast.get_source_segment(source, node)
+            if name in parts.PARTS:  # whole lines: a trailing comment is part of the source
+                found[name] = "".join(lines[node.lineno - 1 : node.end_lineno])
     return found
 
 

@@ -108,6 +108,9 @@ class Decoder(nn.Module):
         self.final_norm = LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.token_embedding.weight  # weight tying (§3.4)
+        # small start (nn.Embedding's default is N(0, 1)): x sqrt(d_model) and the tied head
+        # would give huge first logits; with std 0.02 the first loss is near ln(vocab_size)
+        nn.init.normal_(self.token_embedding.weight, std=0.02)
 
     def forward(self, ids, targets=None):
         B, T = ids.shape
@@ -118,5 +121,5 @@ class Decoder(nn.Module):
         logits = self.lm_head(self.final_norm(x))  # (B, T, C) -> (B, T, V)
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
+            loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
         return logits, loss

@@ -166,6 +166,15 @@ def show_ladder(key: str, label: str, val_loss: float) -> plt.Figure:
     if os.environ.get(WRITE_ENV) == "1":
         _write_rung(key, label, val_loss)
     print(f"{label}: validation loss {val_loss:.3f} nats/char (ln V = {_ln_vocab():.3f})")
+    earlier = [k for k in rungs if k < key]
+    if earlier:
+        before = rungs[earlier[-1]]
+        change = val_loss - before["val_loss"]
+        print(
+            f"the rung before ({earlier[-1][:2]}, {before['label']}): {before['val_loss']:.3f}; "
+            f"this model is {abs(change):.3f} {'lower' if change <= 0 else 'higher'} "
+            "with the same budget"
+        )
     return _draw(rungs, key)
 
 
@@ -192,20 +201,23 @@ def _ln_vocab() -> float:
 
 
 def _draw(rungs: dict[str, dict], current: str) -> plt.Figure:
+    """A dot per rung (lower is better), this notebook's in orange, ln V dashed for scale."""
     keys = list(rungs)
     losses = [rungs[k]["val_loss"] for k in keys]
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(keys) + 1.6))
-    colors = ["tab:orange" if k == current else "tab:blue" for k in keys]
-    ax.barh(range(len(keys)), losses, color=colors)
-    for i, loss in enumerate(losses):
-        ax.text(loss + 0.02, i, f"{loss:.3f}", va="center", fontsize=9)
+    fig, ax = plt.subplots(figsize=(9, 0.42 * len(keys) + 1.5))
+    for i, (key, loss) in enumerate(zip(keys, losses)):
+        color = "tab:orange" if key == current else "tab:blue"
+        ax.plot([loss], [i], "o", color=color, markersize=9)
+        ax.text(loss, i - 0.3, f"{loss:.3f}", ha="center", fontsize=9, color=color)
+    ax.plot(losses, range(len(keys)), color="lightgray", zorder=0)
     ax.set_yticks(range(len(keys)), [f"{k[:2]}  {rungs[k]['label']}" for k in keys])
-    ax.invert_yaxis()
+    ax.set_ylim(len(keys) - 0.5, -0.8)
     ax.axvline(_ln_vocab(), color="gray", linestyle="--", linewidth=1)
-    ax.text(_ln_vocab(), len(keys) - 0.4, " ln V (uniform guess)", color="gray", fontsize=9)
-    ax.set_xlim(0, _ln_vocab() * 1.25)
+    ax.text(_ln_vocab(), len(keys) - 0.6, "ln V: a uniform guess ", color="gray", fontsize=9,
+            ha="right")  # fmt: skip
+    ax.set_xlim(min(losses) - 0.25, _ln_vocab() + 0.1)
     ax.set_xlabel("validation loss (nats per character), lower is better")
-    ax.set_title("The loss ladder: what each part buys (orange: this notebook, live)")
+    ax.set_title("The loss ladder (orange: this notebook, measured now)")
     fig.tight_layout()
     plt.show()
     return fig

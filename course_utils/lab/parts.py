@@ -75,7 +75,9 @@ def save_part(answer: object) -> Path | None:
         folder = parts_folder()
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{name}.py"
-        path.write_text(source, encoding="utf-8")
+        scratch = path.with_suffix(f".{os.getpid()}.tmp")
+        scratch.write_text(source, encoding="utf-8")
+        scratch.replace(path)  # atomic: a notebook reading the part never sees half of it
     except (OSError, TypeError, ValueError) as error:
         print(f"(your {name} passed, but could not be saved for notebook 11: {error})")
         return None
@@ -107,7 +109,9 @@ def _class_source(cls: type) -> str:
         tree = ast.parse("".join(lines))
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
-                return ast.get_source_segment("".join(lines), node) + "\n"
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                # whole lines: a comment after the last statement belongs to the class too
+                return textwrap.dedent("".join(lines[first - 1 : node.end_lineno]))
     raise TypeError(f"no source found for class {cls.__name__}")
 
 

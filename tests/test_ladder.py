@@ -1,0 +1,108 @@
+"""The loss ladder: one budget for every rung, measured on the CPU; the committed rungs agree
+with what each notebook printed when it measured them."""
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from course_utils.lab import ladder
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+RUNGS = ["00-bigram", "02-embedding", "07-one-head", "08-heads", "09-residual-layernorm",
+         "10-feed-forward", "11-blocks", "12-full-run"]  # fmt: skip
+
+
+class Bigram(nn.Module):
+    def __init__(self, vocab_size):
+        super().__init__()
+        self.table = nn.Parameter(torch.zeros(vocab_size, vocab_size))
+
+    def forward(self, ids):
+        return self.table[ids]
+
+
+def test_an_untrained_uniform_model_scores_ln_v_and_training_lowers_it():
+    data = ladder.ladder_data()
+    model = Bigram(data.vocab_size)
+    assert ladder.validation_loss(model) == pytest.approx(math.log(data.vocab_size), abs=1e-5)
+    trained = ladder.train_briefly(model, steps=60)
+    assert trained < math.log(data.vocab_size) - 0.5
+    assert trained == ladder.validation_loss(model)  # the model is left trained, in eval mode
+
+
+def test_the_same_seed_gives_the_same_rung_and_a_tuple_output_is_accepted():
+    data = ladder.ladder_data()
+
+    class WithLoss(Bigram):
+        def forward(self, ids):
+            return self.table[ids], None  # (logits, loss) as the course's models return
+
+    first = ladder.train_briefly(Bigram(data.vocab_size), steps=20)
+    assert ladder.train_briefly(WithLoss(data.vocab_size), steps=20) == first
+    assert ladder.train_briefly(Bigram(data.vocab_size), steps=20, seed=1) != first
+
+
+def test_wrong_logits_are_named_with_both_shapes():
+    wide = nn.Embedding(ladder.ladder_data().vocab_size, 7)  # logits of width 7, not V
+    with pytest.raises(
+        ValueError, match=r"logits of shape \(B, T, vocab_size\) = \(32, 16, 84\).*\(32, 16, 7\)"
+    ):
+        ladder.train_briefly(wide, steps=1)
+    with pytest.raises(TypeError, match="model"):
+        ladder.train_briefly("model", steps=1)
+
+
+@pytest.mark.parametrize(
+    ("key", "label", "loss", "error"),
+    [
+        ("7-head", "x", 2.0, ValueError),
+        ("07-x", 3, 2.0, TypeError),
+        ("07-x", "x", float("nan"), ValueError),
+        ("07-x", "x", "2.0", TypeError),
+    ],
+)
+def test_show_ladder_refuses_bad_rungs(key, label, loss, error):
+    with pytest.raises(error):
+        ladder.show_ladder(key, label, loss)
+
+
+def test_show_ladder_writes_a_rung_only_when_asked(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(ladder, "LADDER_DIR", tmp_path)
+    monkeypatch.delenv(ladder.WRITE_ENV, raising=False)
+    ladder.show_ladder("05-test", "a test rung", 2.5)
+    assert not list(tmp_path.iterdir())
+    monkeypatch.setenv(ladder.WRITE_ENV, "1")
+    ladder.show_ladder("05-test", "a test rung", 2.5)
+    ladder.show_ladder("06-next", "the next rung", 2.25)
+    out = capsys.readouterr().out
+    assert "the rung before (05, a test rung): 2.500; this model is 0.250 lower" in out
+    assert json.loads((tmp_path / "05-test.json").read_text())["val_loss"] == 2.5
+
+
+def _printed_rung(notebook: Path) -> float | None:
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        for output in cell.get("outputs", []):
+            text = "".join(output.get("text", ""))
+            found = re.search(r": validation loss (\d+\.\d+) nats/char \(ln V", text)
+            if found and "show_ladder" in "".join(cell["source"]):
+                return float(found.group(1))
+    return None
+
+
+@pytest.mark.parametrize("key", RUNGS)
+def test_each_rung_is_committed_and_is_what_its_notebook_printed(key):
+    path = ladder.LADDER_DIR / f"{key}.json"
+    assert path.is_file(), f"no committed rung {path.name}: run `make course`"
+    [notebook] = NOTEBOOKS.glob(f"{key[:2]}_*.ipynb")
+    assert _printed_rung(notebook) == round(json.loads(path.read_text())["val_loss"], 3)
+
+
+def test_the_ladder_falls_from_the_table_to_the_full_run():
+    rungs = ladder.recorded_rungs()
+    assert rungs["12-full-run"]["val_loss"] < rungs["11-blocks"]["val_loss"]
+    assert rungs["11-blocks"]["val_loss"] < rungs["00-bigram"]["val_loss"] - 0.2
