@@ -293,7 +293,11 @@ def test_causal_mask_accepts_the_lower_triangle(capsys):
     ("wrong", "message"),
     [
         (lambda n: torch.ones(n, n, dtype=torch.bool).triu(), "upper triangle"),
-        (lambda n: torch.ones(n, n).tril(), "dtype torch.float32, expected torch.bool"),
+        (lambda n: torch.ones(n, n).tril(), "a mask is torch.bool"),
+        (lambda n: torch.ones(6, 6, dtype=torch.bool).tril(), "use the argument T"),
+        (lambda n: torch.ones(n, n, dtype=torch.bool).tril(1), "see key t + 1"),
+        (lambda n: [[s <= t for s in range(n)] for t in range(n)], "got a list"),
+        (lambda: None, "give it exactly these parameters"),
         (lambda n: torch.ones(n, n, dtype=torch.bool).tril(-1), "hides the diagonal"),
         # nn.MultiheadAttention's convention, True = hidden: recognised and named
         (lambda n: torch.ones(n, n, dtype=torch.bool).triu(1), "True = hidden"),
@@ -334,6 +338,21 @@ def test_padding_mask_accepts_b11t(capsys):
             "True at the padding: True = hidden",
         ),
         (lambda lengths, n: torch.arange(n) >= torch.tensor(lengths)[:, None], "~mask"),
+        (
+            lambda lengths, n: (torch.arange(n) < torch.tensor(lengths)[:, None])[:, None],
+            "a (B, 1, T) mask",
+        ),
+        (
+            lambda lengths, n: (torch.arange(n) < torch.tensor(lengths)[:, None])[
+                :, None, None
+            ].int(),
+            "a mask is torch.bool",
+        ),
+        (
+            lambda lengths, n: (torch.arange(6) < torch.tensor(lengths)[:, None])[:, None, None],
+            "not T=4",
+        ),
+        (lambda lengths: lengths, "give it exactly these parameters"),
     ],
 )
 def test_padding_mask_rejects(wrong, message, capsys):

@@ -7,6 +7,8 @@ from collections.abc import Callable
 import torch
 
 from course_utils.exercises.core import compare, run_check
+from course_utils.exercises.difference import Tolerance
+from course_utils.exercises.judge import judge
 
 _INVERTED = (
     "True = hidden, the convention of nn.MultiheadAttention's attn_mask and "
@@ -15,75 +17,96 @@ _INVERTED = (
 )
 
 
+def _causal(T: int) -> torch.Tensor:
+    positions = torch.arange(T)
+    return (
+        positions[None, :] <= positions[:, None]
+    )  # (T_q, T_k): key s visible to query t iff s <= t
+
+
+def _ones(T: int) -> torch.Tensor:
+    return torch.ones(T, T, dtype=torch.bool)
+
+
+_CAUSAL_MISTAKES = (
+    (f"a mask that is True above the diagonal (the future): {_INVERTED}",
+     lambda T: _ones(T).triu(1)),
+    ("the upper triangle: query t would see the future and not the past; the lower triangle, "
+     "tril(), is what a query may see", lambda T: _ones(T).triu()),
+    ("a mask that hides the diagonal: a query may attend to itself (s <= t), tril(diagonal=0)",
+     lambda T: _ones(T).tril(-1)),
+    ("a mask that lets query t see key t + 1: tril(diagonal=0), not tril(diagonal=1)",
+     lambda T: _ones(T).tril(1)),
+    ("a mask of 0s and 1s as floats (torch.ones(T, T).tril()): a mask is torch.bool, "
+     "dtype=torch.bool or a comparison of positions (<=)",
+     lambda T: torch.ones(T, T).tril()),
+    ("a mask of 0s and 1s as integers: a mask is torch.bool (use a comparison, or .bool())",
+     lambda T: _causal(T).long()),
+)  # fmt: skip
+
+
 def check_causal_mask(causal_mask: Callable) -> bool:
     """Exercise 06.1: ``causal_mask(T)`` is a ``(T, T)`` torch.bool mask, True where query t
     may attend to key s, i.e. ``s <= t`` (itself included; §3.2.3).
 
-    Names the usual mistakes: the inverted convention (True = hidden, as in
-    ``nn.MultiheadAttention``), the upper triangle (the future visible), the diagonal left out.
+    Tried with T = 4, 6, 1 and 9 (a size from a notebook global fails). Names the inverted
+    convention (True = hidden, as in ``nn.MultiheadAttention``), the upper triangle, the
+    diagonal hidden, the next key visible, float and integer masks.
     """
+    return judge(
+        "causal_mask",
+        causal_mask,
+        _causal,
+        [(4,), (6,), (1,), (9,)],
+        _CAUSAL_MISTAKES,
+        axes="T_q T_k",
+        tolerance=Tolerance(exact_dtype=True),
+    )
 
-    def attempt() -> str | None:
-        for size in (4, 6, 1):
-            positions = torch.arange(size)
-            expected = positions[None, :] <= positions[:, None]
-            answer = causal_mask(size)
-            name = f"causal_mask({size})"
-            if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-                as_bool = answer.bool() if answer.dtype != torch.bool else answer
-                if torch.equal(as_bool, ~expected):
-                    return f"{name} is True above the diagonal (the future): {_INVERTED}"
-                if torch.equal(as_bool, expected.T) and size > 1:
-                    return f"{name} is the upper triangle: query t would see the future"
-                if torch.equal(as_bool, expected & ~torch.eye(size, dtype=torch.bool)):
-                    return f"{name} hides the diagonal: a query may attend to itself (s <= t)"
-            problem = compare(answer, expected, name)
-            if problem:
-                return problem
-        return None
 
-    return run_check("causal_mask", attempt)
+def _padding(lengths: list[int], T: int) -> torch.Tensor:
+    real = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]  # (B, T_k)
+    return real[:, None, None, :]  # (B, 1, 1, T_k)
+
+
+_PADDING_MISTAKES = (
+    (f"a mask that is True at the padding: {_INVERTED}",
+     lambda lengths, T: ~_padding(lengths, T)),
+    ("a mask that is True at j <= length: the first padding key stays visible; positions count "
+     "from 0, so the real tokens are j < length",
+     lambda lengths, T: _padding([n + 1 for n in lengths], T)),
+    ("the (B, T) mask without the two singleton axes for heads and queries: add them, "
+     "mask[:, None, None, :] -> (B, 1, 1, T)", lambda lengths, T: _padding(lengths, T)[:, 0, 0]),
+    (f"a (B, T) mask, True at the padding: two mistakes, the convention ({_INVERTED}) and the "
+     "missing singleton axes for heads and queries, (B, 1, 1, T)",
+     lambda lengths, T: ~_padding(lengths, T)[:, 0, 0]),
+    ("a (B, 1, T) mask: it needs two singleton axes, for heads and queries, (B, 1, 1, T)",
+     lambda lengths, T: _padding(lengths, T)[:, 0]),
+    ("a (B, T, 1, 1) mask: the singleton axes go before T, (B, 1, 1, T), so that T meets the "
+     "keys' axis", lambda lengths, T: _padding(lengths, T)[:, 0, 0, :, None, None]),
+    ("a mask of 0s and 1s as floats or integers: a mask is torch.bool (use the comparison "
+     "itself, or .bool())", lambda lengths, T: _padding(lengths, T).float()),
+)  # fmt: skip
 
 
 def check_padding_mask(padding_mask: Callable) -> bool:
     """Exercise 06.2: ``padding_mask(lengths, T)`` is a ``(B, 1, 1, T)`` torch.bool key mask,
     True at the real tokens ``j < lengths[b]`` of right-padded sequences.
 
-    Names the usual mistakes: the inverted convention (True at the padding, as
-    ``nn.MultiheadAttention``'s ``key_padding_mask``), the missing singleton axes ``(B, T)``.
+    Tried on four batches (B = 2, 4, 1, 3; T = 6, 4, 1, 7; a length 0 and full lengths).
+    Names the inverted convention (True at the padding, as ``nn.MultiheadAttention``'s
+    ``key_padding_mask``), ``j <= length``, the missing or misplaced singleton axes, and
+    float or integer masks.
     """
-
-    def attempt() -> str | None:
-        for lengths, size in (([6, 4], 6), ([3, 1, 4, 0], 4)):
-            expected = (torch.arange(size)[None, :] < torch.tensor(lengths)[:, None])[
-                :, None, None, :
-            ]
-            answer = padding_mask(list(lengths), size)
-            name = f"padding_mask({lengths}, {size})"
-            if isinstance(answer, torch.Tensor) and answer.numel() == expected.numel():
-                flat = answer.reshape(expected.shape)
-                flat = flat.bool() if flat.dtype != torch.bool else flat
-                if torch.equal(flat, ~expected):
-                    return f"{name} is True at the padding: {_INVERTED}"
-            shifted = (torch.arange(size)[None, :] <= torch.tensor(lengths)[:, None])[
-                :, None, None, :
-            ]
-            if isinstance(answer, torch.Tensor) and torch.equal(answer, shifted):
-                return (
-                    f"{name} is True at j <= length: the first padding key stays visible; "
-                    "positions count from 0, so the real tokens are j < length"
-                )
-            if isinstance(answer, torch.Tensor) and answer.shape == expected.shape[::3]:
-                return (
-                    f"{name} has shape {tuple(answer.shape)} (B, T); add two singleton axes "
-                    "for heads and queries: (B, 1, 1, T)"
-                )
-            problem = compare(answer, expected, name)
-            if problem:
-                return problem
-        return None
-
-    return run_check("padding_mask", attempt)
+    return judge(
+        "padding_mask",
+        padding_mask,
+        _padding,
+        [([6, 4], 6), ([3, 1, 4, 0], 4), ([1], 1), ([2, 7, 5], 7)],
+        _PADDING_MISTAKES,
+        axes="B h T_q T_k",
+        tolerance=Tolerance(exact_dtype=True),
+    )
 
 
 def _masked_softmax_case(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
