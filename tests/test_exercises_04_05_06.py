@@ -399,20 +399,55 @@ def test_the_minus_1e9_answer_is_right_in_float32_and_bfloat16():
         masked_softmax_minus_1e9(torch.zeros(6, 6).half(), torch.ones(6, 6, dtype=torch.bool))
 
 
+def masked_softmax_where(scores, mask):
+    # another right form: exp of the shifted visible scores, divided by their sum (or 1)
+    shifted = (
+        scores - scores.masked_fill(~mask, float("-inf")).amax(-1, keepdim=True)
+    ).nan_to_num()
+    e = torch.where(mask, shifted.exp(), torch.zeros_like(scores))
+    return e / e.sum(-1, keepdim=True).clamp_min(torch.finfo(scores.dtype).tiny)
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        masked_softmax_right,
+        masked_softmax_where,
+        lambda s, m: (
+            torch.softmax(s.double().masked_fill(~m, float("-inf")), -1).nan_to_num(0.0).to(s.dtype)
+        ),
+        lambda s, m: (
+            torch.softmax(s.masked_fill(~m, torch.finfo(s.dtype).min), -1) * m.any(-1, keepdim=True)
+        ),
+    ],
+)
+def test_masked_softmax_accepts_right_variants(right, capsys):
+    assert verdict(check_masked_softmax, right, capsys) == (True, "✅ masked_softmax: correct\n")
+
+
 @pytest.mark.parametrize(
     ("wrong", "message"),
     [
         (lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), -1), "NaN"),
         (lambda s, m: torch.softmax(s.masked_fill(~m, -1e9), -1), "uniform"),
-        (lambda s, m: torch.softmax(s, -1) * m, "differs by up to"),
-        (lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), -2), "NaN"),
+        (lambda s, m: torch.softmax(s, -1) * m, "masked after the softmax"),
+        (lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), -2), "over the queries"),
+        (lambda s, m: masked_softmax_right(s, ~m), "an inverted mask"),
+        (
+            lambda s, m: torch.softmax(s.masked_fill(~m, 0.0), -1) * m.any(-1, keepdim=True),
+            "filled with 0",
+        ),
         # the popular -1e9 fill, empty rows zeroed: right in float32 and bfloat16, but -1e9
         # overflows float16, and the checker must say that, not just "raised"
         (masked_softmax_minus_1e9, "-1e9 does not fit in torch.float16"),
         # float32 weights for float16 scores: silently leaves mixed precision
-        (lambda s, m: masked_softmax_right(s.float(), m), "keep the scores' dtype torch.float16"),
+        (lambda s, m: masked_softmax_right(s.float(), m), "keep the scores' dtype"),
+        (lambda s, m: masked_softmax_right(s, m)[..., :-1], "has shape"),
+        (lambda s, m: masked_softmax_right(s, m).tolist(), "got a list"),
+        (lambda s: s, "give it exactly these parameters"),
     ],
 )
 def test_masked_softmax_rejects(wrong, message, capsys):
     result, out = verdict(check_masked_softmax, wrong, capsys)
-    assert result is False and out.startswith("❌ masked_softmax") and message in out
+    assert result is False and out.startswith("❌ masked_softmax") and message in out, out
+    assert "checker itself failed" not in out

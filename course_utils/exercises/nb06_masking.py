@@ -6,9 +6,8 @@ from collections.abc import Callable
 
 import torch
 
-from course_utils.exercises.core import compare, run_check
 from course_utils.exercises.difference import Tolerance
-from course_utils.exercises.judge import judge
+from course_utils.exercises.judge import Case, judge
 
 _INVERTED = (
     "True = hidden, the convention of nn.MultiheadAttention's attn_mask and "
@@ -109,49 +108,70 @@ def check_padding_mask(padding_mask: Callable) -> bool:
     )
 
 
-def _masked_softmax_case(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """scores (2, 3, 6, 6) in ``dtype``, a causal & left-padding mask with two empty rows in
-    sequence 1, and the reference weights (computed in float32, then cast to ``dtype``)."""
-    scores = torch.randn(2, 3, 6, 6, generator=torch.Generator().manual_seed(60))
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The reference, computed in float32 (float64 kept), cast back to the scores' dtype."""
+    work = scores if scores.dtype == torch.float64 else scores.float()
+    weights = torch.softmax(work.masked_fill(~mask, float("-inf")), dim=-1)
+    return weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0).to(scores.dtype)
+
+
+def _masked_softmax_cases() -> list[Case]:
+    """The running example's causal & left-padding mask (two empty rows in sequence 1) in
+    float32, float16 and bfloat16; a (3, 1, 4, 7) float64 case with a (B, 1, 1, T_k) padding
+    mask, one sequence fully hidden (T_q != T_k); a T_q = 1 case with a 1-D mask."""
+    generator = torch.Generator().manual_seed(60)
+    scores = torch.randn(2, 3, 6, 6, generator=generator)
     keep = (torch.arange(6)[None, :] >= torch.tensor([0, 2])[:, None])[:, None, None, :]
     mask = torch.ones(6, 6, dtype=torch.bool).tril() & keep  # rows 0, 1 of item 1: empty
-    scores = scores.to(dtype)
-    expected = torch.softmax(scores.float().masked_fill(~mask, float("-inf")), dim=-1)
-    expected = expected.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    return scores, mask, expected.to(dtype)
+    padding = (torch.arange(7)[None, :] < torch.tensor([7, 0, 3])[:, None])[:, None, None, :]
+    cases = [
+        Case(
+            scores.to(dtype), mask, label=f"scores (2, 3, 6, 6) {str(dtype)[6:]}, causal & padding"
+        )
+        for dtype in (torch.float32, torch.float16, torch.bfloat16)
+    ]
+    cases.append(
+        Case(
+            torch.randn(3, 1, 4, 7, generator=generator, dtype=torch.float64),
+            padding,
+            label="scores (3, 1, 4, 7) float64, a (3, 1, 1, 7) padding mask, sequence 1 empty",
+        )
+    )
+    cases.append(
+        Case(
+            torch.randn(1, 2, 1, 5, generator=generator),
+            torch.tensor([True, False, True, True, False]),
+            label="scores (1, 2, 1, 5), a 1-D mask of 5 keys",
+        )
+    )
+    return cases
 
 
-def _masked_softmax_problem(masked_softmax: Callable, dtype: torch.dtype) -> str | None:
-    scores, mask, expected = _masked_softmax_case(dtype)
-    name = f"masked_softmax(scores (2, 3, 6, 6) {str(dtype).replace('torch.', '')}, mask)"
-    try:
-        answer = masked_softmax(scores.clone(), mask.clone())
-    except RuntimeError as error:
-        if "overflow" in str(error):
-            return (
-                f"{name} raised RuntimeError: {error}. A fill like -1e9 does not fit in "
-                f"{dtype} (its most negative number is {torch.finfo(dtype).min:g}); fill with "
-                "float('-inf') or torch.finfo(scores.dtype).min, then zero the empty rows"
-            )
-        raise
-    if isinstance(answer, torch.Tensor) and answer.shape == expected.shape:
-        if torch.isnan(answer).any():
-            return (
-                f"{name} has NaN in the fully masked rows (softmax of all -inf); "
-                "set the rows with no visible key to 0"
-            )
-        if torch.allclose(answer[1, :, 0].float(), torch.full((3, 6), 1 / 6), atol=1e-2):
-            return (
-                f"{name}: a fully masked row is uniform (1/T on hidden keys), as with a "
-                "large negative fill; it must be all zeros"
-            )
-        if answer.dtype != dtype:
-            return (
-                f"{name} returned {answer.dtype}; keep the scores' dtype {dtype} (mixed "
-                "precision relies on it)"
-            )
-    tolerance = 1e-5 if dtype == torch.float32 else 1e-2
-    return compare(answer, expected, name, atol=tolerance)
+_MASKED_SOFTMAX_MISTAKES = (
+    ("NaN in the fully masked rows (softmax of all -inf): set the rows with no visible key to 0 "
+     "(mask.any(dim=-1, keepdim=True))",
+     lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1)),
+    ("a fully masked row that is uniform (1/T on hidden keys), as with a large negative fill "
+     "(-1e9, finfo.min): it must be all zeros; zero the rows with no visible key",
+     lambda s, m: torch.softmax(s.masked_fill(~m, torch.finfo(s.dtype).min), dim=-1)),
+    ("an inverted mask: it hides the keys where the mask is True; True = may attend, so fill "
+     "where ~mask", lambda s, m: _masked_softmax(s, ~m.expand(s.shape))),
+    ("the hidden scores filled with 0, not -inf: a score of 0 still gets weight exp(0)",
+     lambda s, m: torch.softmax(s.masked_fill(~m, 0.0), dim=-1) * m.any(-1, keepdim=True)),
+    ("the weights masked after the softmax (weights * mask): the rows no longer sum to 1; mask "
+     "the scores with -inf, then the softmax", lambda s, m: torch.softmax(s, dim=-1) * m),
+    ("a softmax over the queries (dim=-2): it runs over the keys, the last axis",
+     lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-2)),
+    ("weights in another dtype than the scores (float32 for float16 scores): keep the scores' "
+     "dtype (mixed precision relies on it)",
+     lambda s, m: _masked_softmax(s.float(), m)),
+)  # fmt: skip
+
+_MASKED_SOFTMAX_ERRORS = (
+    (RuntimeError, "overflow",
+     "a fill like -1e9 does not fit in torch.float16 (its most negative number is -65504): fill "
+     "with float('-inf') or torch.finfo(scores.dtype).min, then zero the empty rows"),
+)  # fmt: skip
 
 
 def check_masked_softmax(masked_softmax: Callable) -> bool:
@@ -162,14 +182,16 @@ def check_masked_softmax(masked_softmax: Callable) -> bool:
     Shapes: scores ``(B, h, T_q, T_k)`` float, mask bool broadcastable to it. Tried in
     float32, float16 and bfloat16 (the dtypes of mixed-precision training), and the answer
     must keep the scores' dtype: ``masked_fill(~mask, -1e9)`` fails in float16, where -1e9
-    overflows, and the checker says so.
+    overflows, and the checker says so. Also tried in float64 with a (B, 1, 1, T_k) padding mask
+    and T_q != T_k, and with T_q = 1 and a 1-D mask; seven named mistakes.
     """
-
-    def attempt() -> str | None:
-        for dtype in (torch.float32, torch.float16, torch.bfloat16):
-            problem = _masked_softmax_problem(masked_softmax, dtype)
-            if problem:
-                return problem
-        return None
-
-    return run_check("masked_softmax", attempt)
+    return judge(
+        "masked_softmax",
+        masked_softmax,
+        _masked_softmax,
+        _masked_softmax_cases(),
+        _MASKED_SOFTMAX_MISTAKES,
+        axes="B h T_q T_k",
+        tolerance=Tolerance(atol=1e-2, rtol=1e-2, exact_dtype=True),
+        errors=_MASKED_SOFTMAX_ERRORS,
+    )
