@@ -1,7 +1,8 @@
-"""The checker of notebook 07's part, ``attention(q, k, v, causal=True)``: right answers in
-other forms accepted, each catalogued mistake rejected with its name, wrong answers of every
-kind (type, shape, dtype, an exception) reported without an error of the checker's own, and
-the learner's source saved after a pass."""
+"""The checkers of notebook 07: ``stable_softmax`` (exercise 1) and the decoder's part
+``attention(q, k, v, causal=True)`` (exercise 2): right answers in other forms accepted, each
+catalogued mistake rejected with its name, wrong answers of every kind (type, shape, dtype, an
+exception) reported without an error of the checker's own, the learner's source saved after a
+pass, and the notebook's ladder prose kept true."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_utils.exercises import solution_model
+from course_utils.exercises import check_stable_softmax, solution_model
 from course_utils.exercises.nb07_softmax_and_weighted_values import (
     _ATTENTION_MISTAKES,
     check_attention,
@@ -221,3 +222,97 @@ def test_notebook_07_ladder_prose_matches_its_rung():
     )
     found = re.search(r"\+ one self-attention head: validation loss (\d\.\d{3})", printed)
     assert found and abs(float(found.group(1)) - one_head) < 5e-4, printed
+
+
+# --- exercise 1: stable_softmax (moved from tests/test_exercises_07_08.py) -------------------
+
+
+def stable_softmax(scores, temperature=1.0):
+    z = scores / temperature
+    e = (z - z.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def test_stable_softmax_accepts_the_right_answer(capsys):
+    assert check_stable_softmax(stable_softmax) is True
+    assert "✅ stable softmax: correct" in capsys.readouterr().out
+
+
+def test_stable_softmax_rejects_the_naive_softmax_that_overflows(capsys):
+    def naive(scores, temperature=1.0):
+        e = (scores / temperature).exp()
+        return e / e.sum(dim=-1, keepdim=True)
+
+    assert check_stable_softmax(naive) is False
+    out = capsys.readouterr().out
+    assert "❌ stable softmax" in out and "NaN at (0, 0)" in out and "own maximum" in out
+
+
+def test_stable_softmax_rejects_a_global_maximum(capsys):
+    def global_max(scores, temperature=1.0):
+        z = scores / temperature
+        e = (z - z.max()).exp()  # one maximum for the whole tensor: small rows underflow
+        return e / e.sum(dim=-1, keepdim=True)
+
+    assert check_stable_softmax(global_max) is False
+    assert "NaN at (1, 0)" in capsys.readouterr().out
+
+
+def test_stable_softmax_rejects_the_wrong_axis_and_a_missing_temperature(capsys):
+    assert check_stable_softmax(lambda s, temperature=1.0: stable_softmax(s.mT).mT) is False
+    assert "stable_softmax(scores) differs" in capsys.readouterr().out
+    assert check_stable_softmax(lambda s, temperature=1.0: stable_softmax(s)) is False
+    assert "temperature=0.5) differs" in capsys.readouterr().out
+
+
+def test_stable_softmax_rejects_the_library_softmax(capsys):
+    """The exercise forbids the library: each way of calling it is named, although the values
+    are right."""
+
+    def library(scores, temperature=1.0):
+        return torch.softmax(scores / temperature, dim=-1)
+
+    def functional(scores, temperature=1.0):
+        return F.softmax(scores / temperature, dim=-1)
+
+    def method(scores, temperature=1.0):
+        return (scores / temperature).softmax(-1)
+
+    def via_log(scores, temperature=1.0):
+        return F.log_softmax(scores / temperature, dim=-1).exp()
+
+    def special(scores, temperature=1.0):  # issue 22: this route used to pass
+        return torch.special.softmax(scores / temperature, dim=-1)
+
+    def module(scores, temperature=1.0):
+        return torch.nn.Softmax(dim=-1)(scores.clone() / temperature)
+
+    for answer in (library, functional, method, via_log, special, module):
+        assert check_stable_softmax(answer) is False
+        out = capsys.readouterr().out
+        assert "runs the library's softmax" in out and "write the formula out" in out, out
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        # each row's own maximum taken by max(...).values, and division by the temperature late
+        lambda s, temperature=1.0: (lambda e: e / e.sum(-1, keepdim=True))(
+            ((s - s.max(dim=-1, keepdim=True).values) / temperature).exp()
+        ),
+        # log-sum-exp, another stable formula written with plain ops
+        lambda s, temperature=1.0: (
+            s / temperature - (s / temperature).logsumexp(dim=-1, keepdim=True)
+        ).exp(),
+    ],
+)
+def test_stable_softmax_accepts_other_stable_formulas(right, capsys):
+    assert check_stable_softmax(right) is True, capsys.readouterr().out
+
+
+def test_stable_softmax_reports_an_unfinished_stub(capsys):
+    def stub(scores, temperature=1.0):
+        raise NotImplementedError
+
+    assert check_stable_softmax(stub) is False
+    assert "not implemented yet" in capsys.readouterr().out
