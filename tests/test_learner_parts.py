@@ -49,13 +49,22 @@ def test_solution_decoder_equals_tiny_decoder_with_copied_weights(sizes):
     torch.testing.assert_close(mine(changed)[0][:, :-1], logits[:, :-1])
 
 
-def test_a_class_saved_from_the_solution_counts_as_the_course_solution(folder, capsys):
+def test_run_all_keeps_the_learners_part(folder, capsys):
+    """The solution cell after the learner's cell passes too; it must not replace theirs."""
+    parts.save_part(_define(RIGHT_SPLIT, "split_heads", "<cell-4>"))
+    solution = parts.solution_source("split_heads")
+    assert parts.save_part(_define(solution, "split_heads", "<cell-5>")) is None
+    assert "permute(0, 2, 1, 3)" in (folder / "split_heads.py").read_text()
+
+
+def test_a_class_from_the_solution_cell_is_the_course_solution(folder, capsys):
     source = parts.solution_source("FeedForward")  # ends with a comment on its last line
     assert source.rstrip().endswith("# (B, T, C) -> (B, T, d_ff) -> (B, T, C)")
     namespace = {"__name__": "__main__", "nn": torch.nn, "F": torch.nn.functional}
     linecache.cache["<cell-9>"] = (len(source), None, source.splitlines(True), "<cell-9>")
     exec(compile(source, "<cell-9>", "exec"), namespace)
-    parts.save_part(namespace["FeedForward"])
+    assert parts.save_part(namespace["FeedForward"]) is None  # the solution is not saved
+    assert not (folder / "FeedForward.py").exists()
     parts.my_model()
     assert "FeedForward         notebook 10: the course's solution" in capsys.readouterr().out
 

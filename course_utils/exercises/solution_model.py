@@ -108,9 +108,10 @@ class Decoder(nn.Module):
         self.final_norm = LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.token_embedding.weight  # weight tying (§3.4)
-        # small start (nn.Embedding's default is N(0, 1)): x sqrt(d_model) and the tied head
-        # would give huge first logits; with std 0.02 the first loss is near ln(vocab_size)
+        # small start, as TinyDecoder (nn.Embedding's default N(0, 1), x sqrt(d_model) and the
+        # tied head, would give huge first logits): the first loss is near ln(vocab_size)
         nn.init.normal_(self.token_embedding.weight, std=0.02)
+        nn.init.normal_(self.position.weight, std=0.02)
 
     def forward(self, ids, targets=None):
         B, T = ids.shape

@@ -62,16 +62,21 @@ def save_part(answer: object) -> Path | None:
     """Keep the source of a part that passed its checker, for :func:`my_model`.
 
     Called by the checkers, not by notebooks. Never raises: a part whose source cannot be
-    read (typed at an interactive prompt, say) is reported in one line and not saved.
+    read (typed at an interactive prompt, say) is reported in one line and not saved. The
+    course's own solution is never saved: *Run All* runs the solution cells too, and they must
+    not overwrite the learner's part (a part never written is the solution anyway).
 
     Returns:
-        The file written, or None when ``answer`` is not one of :data:`PARTS` or has no source.
+        The file written, or None when ``answer`` is not one of :data:`PARTS`, has no source,
+        or is the course's solution.
     """
     name = getattr(answer, "__name__", None)
     if name not in PARTS:
         return None
     try:
         source = source_of(answer)
+        if source.strip() == solution_source(name).strip():
+            return None  # a solution cell (Run All runs them too): keep the learner's own part
         folder = parts_folder()
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{name}.py"
