@@ -1,4 +1,5 @@
-"""Checkers of notebook 02: each accepts the right answer and rejects typical wrong ones."""
+"""Checkers of notebook 02 (issue 32's standard): each catalogued mistake is rejected with its own
+message, right answers written other ways are accepted, and no checker fails on its own."""
 
 from __future__ import annotations
 
@@ -7,153 +8,166 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from course_utils.exercises import check_one_hot_lookup, check_scaled_embedding
-
-
-def test_one_hot_lookup_accepts_the_product(capsys):
-    def right(ids, weight):
-        return F.one_hot(ids, num_classes=weight.shape[0]).to(weight.dtype) @ weight
-
-    assert check_one_hot_lookup(right) is True
-    assert "✅ embedding lookup as one_hot @ W: correct" in capsys.readouterr().out
+from course_utils.embedding import TokenEmbedding
+from course_utils.exercises import check_logit_table, check_nearest_tokens
+from course_utils.exercises.nb02_embeddings import LOGIT_TABLE_MISTAKES, NEAREST_MISTAKES
 
 
-def test_one_hot_lookup_rejects_a_missing_num_classes(capsys):
-    def wrong(ids, weight):  # one_hot infers V from the largest id: one column short
-        return F.one_hot(ids).float() @ weight
-
-    assert check_one_hot_lookup(wrong) is False
+def verdict(checker, answer, capsys) -> tuple[bool, str]:
+    result = checker(answer)
     out = capsys.readouterr().out
-    assert "❌" in out and "without num_classes makes max(ids) + 1 = 9 columns, not V = 10" in out
-    assert "raised" not in out  # a hint in the course's words, not the raw matmul error
+    assert "checker itself failed" not in out, out
+    assert out.count("\n") == 1, out  # one line, always
+    return result, out
 
 
-def test_one_hot_lookup_rejects_integer_one_hot(capsys):
-    def wrong(ids, weight):  # int64 one-hot @ float32 table: matmul refuses mixed dtypes
-        return F.one_hot(ids, weight.shape[0]) @ weight
-
-    assert check_one_hot_lookup(wrong) is False
-    out = capsys.readouterr().out
-    assert "one-hot matrix is torch.int64" in out and ".to(W.dtype)" in out
+# --- logit_table ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "lookup",
-    [
-        lambda ids, weight: weight[ids],
-        lambda ids, weight: F.embedding(ids, weight),
-        lambda ids, weight: weight.index_select(0, ids.flatten()).view(*ids.shape, -1),
-        lambda ids, weight: torch.nn.Embedding.from_pretrained(weight)(ids),
-        # issue 22: a lookup with no product at all, and one through the transposed table
-        lambda ids, weight: torch.stack([torch.stack([weight[i] for i in row]) for row in ids]),
-        lambda ids, weight: weight.T[:, ids].permute(1, 2, 0),
-        # a lookup dressed up with a product that does not do the one-hot's work
-        lambda ids, weight: weight[ids] * torch.ones(weight.shape[1], dtype=weight.dtype),
-    ],
-)
-def test_one_hot_lookup_rejects_the_forbidden_direct_lookup(capsys, lookup):
-    # Right numbers, but the exercise is to replace the lookup by a product.
-    assert check_one_hot_lookup(lookup) is False
-    assert "reads rows of W directly" in capsys.readouterr().out
+def logit_table(embedding_weight, head_weight, head_bias):
+    d_model = embedding_weight.shape[1]
+    return embedding_weight * math.sqrt(d_model) @ head_weight.T + head_bias
 
 
-def test_one_hot_lookup_accepts_a_one_hot_built_by_hand(capsys):
-    def right(ids, weight):
-        one_hot = ids[..., None] == torch.arange(weight.shape[0])  # (B, T, V) bool
-        return one_hot.to(weight.dtype) @ weight
-
-    assert check_one_hot_lookup(right) is True
-
-
-def test_one_hot_lookup_rejects_a_fixed_float32_one_hot_on_a_float64_table(capsys):
-    def wrong(ids, weight):  # right on float32 tables only
-        return F.one_hot(ids, weight.shape[0]).float() @ weight
-
-    assert check_one_hot_lookup(wrong) is False
-    out = capsys.readouterr().out
-    assert "different dtypes (torch.float32 and torch.float64" in out and "raised" not in out, out
+def through_modules(embedding_weight, head_weight, head_bias):
+    """The model itself, built from the three tensors and run on every token."""
+    vocab_size, d_model = embedding_weight.shape
+    embedding = TokenEmbedding(vocab_size, d_model).to(embedding_weight.dtype)
+    head = nn.Linear(d_model, vocab_size).to(embedding_weight.dtype)
+    with torch.no_grad():
+        embedding.weight.copy_(embedding_weight)
+        head.weight.copy_(head_weight)
+        head.bias.copy_(head_bias)
+        return head(embedding(torch.arange(vocab_size)))
 
 
-def test_one_hot_lookup_rejects_a_float32_answer_for_a_float64_table(capsys):
-    def wrong(ids, weight):
-        return F.one_hot(ids, weight.shape[0]).float() @ weight.float()
-
-    assert check_one_hot_lookup(wrong) is False
-    assert "is torch.float32; keep W's dtype" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    "right",
-    [
-        lambda ids, w: torch.einsum("btv,vd->btd", F.one_hot(ids, w.shape[0]).to(w.dtype), w),
-        lambda ids, w: (F.one_hot(ids, w.shape[0]).to(w.dtype)[..., None] * w).sum(dim=-2),
-        lambda ids, w: torch.eye(w.shape[0], dtype=w.dtype)[ids] @ w,
-        # one position at a time: a (V,) one-hot row times W, stacked
-        lambda ids, w: torch.stack(
-            [torch.stack([F.one_hot(i, w.shape[0]).to(w.dtype) @ w for i in row]) for row in ids]
-        ),
-    ],
-)
-def test_one_hot_lookup_accepts_other_products(right, capsys):
-    result = check_one_hot_lookup(right)
-    assert result is True, capsys.readouterr().out
+RIGHT_TABLES = [
+    logit_table,
+    lambda e, w, b: F.linear(e * e.shape[-1] ** 0.5, w, b),
+    lambda e, w, b: torch.addmm(b, e, w.T, alpha=math.sqrt(e.size(1))),
+    lambda e, w, b: torch.einsum("vd,nd->vn", e.double(), w.double()) * e.shape[1] ** 0.5 + b,
+    lambda e, w, b: (
+        (F.one_hot(torch.arange(len(e))).to(e.dtype) @ e * math.sqrt(e.shape[1])) @ w.T.contiguous()
+        + b
+    ),
+    lambda e, w, b: logit_table(e, w, b).T.contiguous().T,  # a non-contiguous result
+    through_modules,
+]
 
 
-def test_one_hot_lookup_rejects_the_wrong_rows(capsys):
-    def wrong(ids, weight):  # an off-by-one: the row of the next id
-        return F.one_hot((ids + 1) % weight.shape[0], weight.shape[0]).to(weight.dtype) @ weight
-
-    assert check_one_hot_lookup(wrong) is False
-    assert "differs by up to" in capsys.readouterr().out
+@pytest.mark.parametrize("right", RIGHT_TABLES)
+def test_logit_table_accepts_right_variants(right, capsys):
+    assert verdict(check_logit_table, right, capsys) == (True, "✅ logit_table: correct\n")
 
 
-def test_one_hot_lookup_reports_an_unfinished_stub(capsys):
-    def stub(ids, weight):
+@pytest.mark.parametrize(("message", "wrong"), LOGIT_TABLE_MISTAKES)
+def test_logit_table_names_each_mistake(message, wrong, capsys):
+    ok, out = verdict(check_logit_table, wrong, capsys)
+    assert not ok and f"looks like {message}" in out, out
+
+
+def test_logit_table_names_what_no_catalogue_holds(capsys):
+    ok, out = verdict(check_logit_table, lambda e, w, b: "table", capsys)
+    assert not ok and "got a str" in out
+    ok, out = verdict(check_logit_table, lambda e, w, b: None, capsys)
+    assert not ok and "returns nothing" in out
+    ok, out = verdict(check_logit_table, lambda e, w, b: logit_table(e, w, b)[:-1], capsys)
+    assert not ok and "shape" in out
+    ok, out = verdict(check_logit_table, lambda e: e, capsys)
+    assert not ok and "give it exactly these parameters" in out
+    ok, out = verdict(check_logit_table, lambda e, w, b: logit_table(e, w, b) + 0.1, capsys)
+    assert not ok and "differ" in out
+
+
+def test_logit_table_reports_a_stub(capsys):
+    def stub(embedding_weight, head_weight, head_bias):
         raise NotImplementedError  # your code here
 
-    assert check_one_hot_lookup(stub) is False
-    assert "not implemented yet" in capsys.readouterr().out
+    assert verdict(check_logit_table, stub, capsys) == (
+        False,
+        "❌ logit_table: not implemented yet\n",
+    )
 
 
-def test_scaled_embedding_accepts_the_paper_scale(capsys):
-    assert check_scaled_embedding(lambda ids, w: w[ids] * math.sqrt(w.shape[1])) is True
-    assert "✅ scaled token embedding: correct" in capsys.readouterr().out
+# --- nearest_tokens ---------------------------------------------------------------------
 
 
-def test_scaled_embedding_rejects_no_scale(capsys):
-    assert check_scaled_embedding(lambda ids, w: w[ids]) is False
-    assert "looks unscaled" in capsys.readouterr().out
+def nearest_tokens(weight, token, k):
+    unit = weight / weight.norm(dim=1, keepdim=True)
+    similarity = unit @ unit[token]
+    similarity[token] = float("-inf")
+    return similarity.topk(k).indices
 
 
-def test_scaled_embedding_rejects_scaling_twice(capsys):
-    assert check_scaled_embedding(lambda ids, w: w[ids] * w.shape[1]) is False
-    assert "applied twice" in capsys.readouterr().out
+def by_cosine_similarity(weight, token, k):
+    similarity = F.cosine_similarity(weight, weight[token][None], dim=-1)
+    order = similarity.argsort(descending=True)
+    return order[order != token][:k]
 
 
-def test_scaled_embedding_rejects_the_vocabulary_scale(capsys):
-    assert check_scaled_embedding(lambda ids, w: w[ids] * math.sqrt(w.shape[0])) is False
-    assert "sqrt(vocab_size)" in capsys.readouterr().out
+def as_python_list(weight, token, k):
+    unit = F.normalize(weight.double(), dim=1)
+    scores = (unit @ unit[token]).tolist()
+    ranked = sorted((i for i in range(len(scores)) if i != token), key=lambda i: -scores[i])
+    return ranked[:k]
 
 
-@pytest.mark.parametrize("width", [24, 7])
-def test_scaled_embedding_rejects_a_hard_coded_d_model(width, capsys):
-    # sqrt(7) is right for the first table (7 wide) and wrong for the second (12 wide).
-    assert check_scaled_embedding(lambda ids, w: w[ids] * math.sqrt(width)) is False
-    out = capsys.readouterr().out
-    assert f"it looks scaled by sqrt({width}), a constant" in out, out
+RIGHT_NEAREST = [
+    nearest_tokens,
+    by_cosine_similarity,
+    as_python_list,
+    lambda w, t, k: tuple(nearest_tokens(w, t, k).tolist()),
+    lambda w, t, k: nearest_tokens(w, t, k).int(),  # another integer dtype
+    lambda w, t, k: (w / w.norm(dim=1, keepdim=True)).matmul(w[t]).topk(k + 1).indices[1:],
+]
 
 
-def test_scaled_embedding_accepts_other_ways_to_scale(capsys):
-    assert check_scaled_embedding(lambda ids, w: w[ids] * w.shape[-1] ** 0.5) is True
-    assert check_scaled_embedding(lambda ids, w: F.embedding(ids, w * math.sqrt(w.size(1)))) is True
+@pytest.mark.parametrize("right", RIGHT_NEAREST)
+def test_nearest_tokens_accepts_right_variants(right, capsys):
+    assert verdict(check_nearest_tokens, right, capsys) == (True, "✅ nearest_tokens: correct\n")
 
 
-def test_scaled_embedding_rejects_float32_on_a_float64_table(capsys):
-    assert check_scaled_embedding(lambda ids, w: w[ids].float() * math.sqrt(w.shape[1])) is False
-    assert "keep W's dtype torch.float64" in capsys.readouterr().out
+@pytest.mark.parametrize(("message", "wrong"), NEAREST_MISTAKES)
+def test_nearest_tokens_names_each_mistake(message, wrong, capsys):
+    ok, out = verdict(check_nearest_tokens, wrong, capsys)
+    assert not ok and f"looks like {message}" in out, out
 
 
-def test_scaled_embedding_rejects_a_wrong_shape(capsys):
-    assert check_scaled_embedding(lambda ids, w: (w * math.sqrt(w.shape[1]))[ids[0]]) is False
-    assert "has shape (5, 7), expected (2, 5, 7)" in capsys.readouterr().out
+def test_nearest_tokens_names_what_comes_back_instead_of_ids(capsys):
+    def pair(weight, token, k):
+        similarity = F.cosine_similarity(weight, weight[token][None], dim=-1)
+        similarity[token] = -2.0
+        return similarity.topk(k)
+
+    ok, out = verdict(check_nearest_tokens, pair, capsys)
+    assert not ok and "(values, indices) pair; return its .indices" in out
+    ok, out = verdict(check_nearest_tokens, lambda w, t, k: pair(w, t, k).values, capsys)
+    assert not ok and "(similarities?); return the token ids" in out
+    ok, out = verdict(check_nearest_tokens, lambda w, t, k: [0.5] * k, capsys)
+    assert not ok and "return token ids, ints" in out
+    ok, out = verdict(check_nearest_tokens, lambda w, t, k: "a", capsys)
+    assert not ok and "returned a str" in out
+
+
+@pytest.mark.parametrize(
+    ("wrong", "said"),
+    [
+        (lambda w, t, k: nearest_tokens(w, 3, k), "what token=3 gives"),
+        (lambda w, t, k: nearest_tokens(w, t, 3), "what k=3 gives"),
+    ],
+)
+def test_nearest_tokens_names_a_fixed_argument(wrong, said, capsys):
+    ok, out = verdict(check_nearest_tokens, wrong, capsys)
+    assert not ok and said in out and "not a fixed value or a notebook global" in out, out
+
+
+def test_nearest_tokens_reports_a_stub(capsys):
+    def stub(weight, token, k):
+        raise NotImplementedError  # your code here
+
+    assert verdict(check_nearest_tokens, stub, capsys) == (
+        False,
+        "❌ nearest_tokens: not implemented yet\n",
+    )

@@ -1,7 +1,7 @@
 """Checkers of notebooks 09-11: the learner's LayerNorm, FeedForward, Block and Decoder (parts
-of their model), the pre-LN step, the FFN's parameter count, top-k and greedy: each
-catalogued mistake is rejected with its own message, right answers written other ways are
-accepted, and no checker fails on its own (issue 32's standard)."""
+of their model), the pre-LN step and a block's parameter count: each catalogued mistake is
+rejected with its own message, right answers written other ways are accepted, and no checker
+fails on its own (issue 32's standard)."""
 
 from __future__ import annotations
 
@@ -14,20 +14,22 @@ from torch import nn
 
 from course_utils.exercises import (
     check_block,
+    check_block_parameter_count,
     check_decoder,
     check_feed_forward,
-    check_ffn_parameter_count,
-    check_greedy_next_token,
     check_layer_norm,
     check_pre_ln_residual,
-    check_top_k_filter,
 )
 from course_utils.exercises import solution_model as solution
 from course_utils.exercises.nb09_residual_and_layernorm import (
     _LAYER_NORM_MISTAKES,
     _PRE_LN_MISTAKES,
 )
-from course_utils.exercises.nb10_feed_forward import _FEED_FORWARD_MISTAKES, _TanhGelu
+from course_utils.exercises.nb10_feed_forward import (
+    _BLOCK_COUNT_MISTAKES,
+    _FEED_FORWARD_MISTAKES,
+    _TanhGelu,
+)
 from course_utils.exercises.nb11_block_and_decoder import (
     _BLOCK_MISTAKES,
     _DECODER_MISTAKES,
@@ -217,21 +219,56 @@ def test_feed_forward_names_raw_weights_and_stubs(capsys):
     )
 
 
-def test_check_ffn_parameter_count(capsys):
-    right = lambda d_model, d_ff: 2 * d_model * d_ff + d_ff + d_model  # noqa: E731
-    assert verdict(check_ffn_parameter_count, right, capsys)[0]
-    ok, out = verdict(check_ffn_parameter_count, lambda d, f: 2 * d * f, capsys)
-    assert not ok and "returned 4,608, expected 4,728" in out and "without the biases" in out
-    ok, out = verdict(check_ffn_parameter_count, lambda d, f: 2 * d * f + 2 * d, capsys)
-    assert not ok and "first layer's bias has d_ff entries" in out
-    ok, out = verdict(check_ffn_parameter_count, lambda d, f: torch.tensor(right(d, f)), capsys)
-    assert not ok and "should return an int, got Tensor" in out
+def count_block_parameters(d_model, n_heads, d_ff):
+    attention = 4 * (d_model * d_model + d_model)
+    return attention + 2 * (2 * d_model) + (d_model * d_ff + d_ff) + (d_ff * d_model + d_model)
 
-    def from_modules(d_model, d_ff):
-        layers = (torch.nn.Linear(d_model, d_ff), torch.nn.Linear(d_ff, d_model))
-        return sum(p.numel() for layer in layers for p in layer.parameters())
 
-    assert verdict(check_ffn_parameter_count, from_modules, capsys)[0]
+def block_built(d_model, n_heads, d_ff):  # the solution's Block, counted
+    return sum(p.numel() for p in solution.Block(d_model, n_heads, d_ff).parameters())
+
+
+def block_in_terms(d_model, n_heads, d_ff):  # per module: 4 Linear(C, C), 2 LayerNorms, FFN
+    d_k = d_model // n_heads
+    per_head = 4 * d_model * d_k  # each head's slices of w_q, w_k, w_v, w_o
+    return n_heads * per_head + 4 * d_model + 4 * d_model + 2 * d_model * d_ff + d_ff + d_model
+
+
+RIGHT_BLOCK_COUNTS = [
+    count_block_parameters,
+    block_built,
+    block_in_terms,
+    lambda c, h, f: int(4 * c * (c + 2) + (2 * c + 1) * f + c),  # another grouping
+    lambda c, h, f: int(c * c * 4.0 + c * 8.0 + f * (2.0 * c + 1) + c),  # through floats
+]
+
+
+@pytest.mark.parametrize("right", RIGHT_BLOCK_COUNTS)
+def test_block_parameter_count_accepts_right_variants(right, capsys):
+    assert verdict(check_block_parameter_count, right, capsys) == (
+        True,
+        "✅ count_block_parameters: correct\n",
+    )
+
+
+@pytest.mark.parametrize(("message", "wrong"), _BLOCK_COUNT_MISTAKES)
+def test_block_parameter_count_names_each_mistake(message, wrong, capsys):
+    named(check_block_parameter_count, wrong, message, capsys)
+
+
+def test_block_parameter_count_names_types_constants_and_stubs(capsys):
+    ok, out = verdict(check_block_parameter_count, lambda c, h, f: c * c / h * h, capsys)
+    assert not ok and "the float" in out and "return an int" in out
+    as_tensor = lambda c, h, f: torch.tensor(count_block_parameters(c, h, f))  # noqa: E731
+    ok, out = verdict(check_block_parameter_count, as_tensor, capsys)
+    assert not ok and "return a Python int (tensor.item())" in out
+    fixed = lambda c, h, f: count_block_parameters(24, h, f)  # noqa: E731
+    ok, out = verdict(check_block_parameter_count, fixed, capsys)
+    assert not ok and "what d_model=24 gives" in out
+    assert verdict(check_block_parameter_count, unfinished, capsys) == (
+        False,
+        "❌ count_block_parameters: not implemented yet\n",
+    )
 
 
 # --- 11: Block and Decoder ------------------------------------------------------------------
@@ -396,82 +433,3 @@ def test_decoder_equals_tiny_decoder_and_saves_the_part(scratch_parts, capsys):
 
     assert verdict(check_decoder, Decoder, capsys)[0]
     assert "class Decoder(solution.Decoder)" in (scratch_parts / "Decoder.py").read_text()
-
-
-# --- 11: top-k and greedy (generation) ------------------------------------------------
-
-
-def reference_top_k(logits, k):
-    kth = torch.topk(logits, k, dim=-1).values[..., -1:]
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
-def test_check_top_k_filter(capsys):
-    assert verdict(check_top_k_filter, reference_top_k, capsys) == (
-        True,
-        "✅ top_k_filter: correct\n",
-    )
-
-    def exactly_k(logits, k):  # keeps exactly k of tied logits: also right
-        keep = torch.zeros_like(logits, dtype=torch.bool)
-        keep.scatter_(-1, torch.topk(logits, k, dim=-1).indices, True)
-        return logits.masked_fill(~keep, float("-inf"))
-
-    def by_sorting(logits, k):
-        kth = logits.sort(dim=-1, descending=True).values[..., k - 1 : k]
-        return torch.where(logits >= kth, logits, torch.tensor(float("-inf")))
-
-    assert verdict(check_top_k_filter, exactly_k, capsys)[0]
-    assert verdict(check_top_k_filter, by_sorting, capsys)[0]
-
-    def zeros(logits, k):
-        kth = torch.topk(logits, k, dim=-1).values[..., -1:]
-        return logits.masked_fill(logits < kth, 0.0)
-
-    def off_by_one(logits, k):
-        kth = torch.topk(logits, k, dim=-1).values[..., -1:]
-        return logits.masked_fill(logits <= kth, float("-inf"))  # drops the k-th too
-
-    def smallest(logits, k):
-        kth = torch.topk(logits, k, dim=-1, largest=False).values[..., -1:]
-        return logits.masked_fill(logits > kth, float("-inf"))
-
-    ok, out = verdict(check_top_k_filter, zeros, capsys)
-    assert not ok and "use -inf" in out
-    ok, out = verdict(check_top_k_filter, off_by_one, capsys)
-    assert not ok and "keeps [2, 2, 2, 2] entries per row, expected k=3" in out
-
-    def large_negative(logits, k):
-        kth = torch.topk(logits, k, dim=-1).values[..., -1:]
-        return logits.masked_fill(logits < kth, -1e9)
-
-    ok, out = verdict(check_top_k_filter, large_negative, capsys)
-    assert not ok and "-1e+09, a finite number; use -inf" in out and "entries per row" not in out
-    ok, out = verdict(check_top_k_filter, smallest, capsys)
-    assert not ok and "not the k smallest" in out
-    probabilities = lambda logits, k: torch.softmax(reference_top_k(logits, k), -1)  # noqa: E731
-    ok, out = verdict(check_top_k_filter, probabilities, capsys)
-    assert not ok and "returned probabilities" in out
-
-
-def test_check_greedy_next_token(capsys):
-    right = lambda logits: logits[:, -1, :].argmax(dim=-1, keepdim=True)  # noqa: E731
-    assert verdict(check_greedy_next_token, right, capsys)[0]
-    by_max = lambda logits: logits[:, -1].max(dim=-1).indices.unsqueeze(1)  # noqa: E731
-    assert verdict(check_greedy_next_token, by_max, capsys)[0]
-    int32 = lambda logits: right(logits).int()  # noqa: E731
-    ok, out = verdict(check_greedy_next_token, int32, capsys)
-    assert not ok and "dtype torch.int32; token ids are int64" in out
-    ok, out = verdict(check_greedy_next_token, lambda logits: logits[:, -1].argmax(-1), capsys)
-    assert not ok and "shape (2,), expected (2, 1)" in out and "keepdim=True" in out
-    first = lambda logits: logits[:, 0, :].argmax(dim=-1, keepdim=True)  # noqa: E731
-    ok, out = verdict(check_greedy_next_token, first, capsys)
-    assert not ok and "first position" in out
-    ok, out = verdict(check_greedy_next_token, lambda logits: logits.argmax(dim=1), capsys)
-    assert not ok and "has shape (2, 84), expected (2, 1)" in out
-    ok, out = verdict(
-        check_greedy_next_token,
-        lambda logits: torch.softmax(logits[:, -1:], -1).max(-1).values,
-        capsys,
-    )
-    assert not ok and "dtype torch.float32" in out

@@ -15,7 +15,7 @@ from course_utils.exercises.nb01_tokenization import (
     check_join_documents,
     check_merge_pair,
 )
-from course_utils.exercises.nb02_embeddings import check_one_hot_lookup, check_scaled_embedding
+from course_utils.exercises.nb02_embeddings import check_logit_table, check_nearest_tokens
 from course_utils.exercises.nb03_positional_encoding import (
     check_pe_shift_matrix,
     check_sinusoidal_table,
@@ -40,12 +40,8 @@ from course_utils.exercises.nb09_residual_and_layernorm import (
     check_layer_norm,
     check_pre_ln_residual,
 )
-from course_utils.exercises.nb10_feed_forward import check_feed_forward, check_ffn_parameter_count
+from course_utils.exercises.nb10_feed_forward import check_block_parameter_count, check_feed_forward
 from course_utils.exercises.nb11_block_and_decoder import check_block, check_decoder
-from course_utils.exercises.nb11_decoder_block_and_logits import (
-    check_greedy_next_token,
-    check_top_k_filter,
-)
 from course_utils.exercises.nb12_generation_loop import check_generate_loop
 from course_utils.exercises.nb12_training import (
     check_estimate_loss,
@@ -73,8 +69,8 @@ __all__ = [
     "check_count_pairs",
     "check_merge_pair",
     "check_join_documents",
-    "check_one_hot_lookup",
-    "check_scaled_embedding",
+    "check_logit_table",
+    "check_nearest_tokens",
     "check_sinusoidal_table",
     "check_pe_shift_matrix",
     "check_split_heads",
@@ -92,11 +88,9 @@ __all__ = [
     "check_layer_norm",
     "check_pre_ln_residual",
     "check_feed_forward",
-    "check_ffn_parameter_count",
+    "check_block_parameter_count",
     "check_block",
     "check_decoder",
-    "check_top_k_filter",
-    "check_greedy_next_token",
     "check_training_step",
     "check_learning_rate",
     "check_estimate_loss",

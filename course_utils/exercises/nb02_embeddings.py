@@ -1,4 +1,9 @@
-"""Checkers for notebook 02: embeddings."""
+"""Checkers for notebook 02: the embedding bigram's table of logits, and nearest neighbours in an
+embedding table.
+
+Written with :func:`course_utils.exercises.judge.judge`: each checker varies every argument,
+and names the mistake of its catalogue that the answer makes.
+"""
 
 from __future__ import annotations
 
@@ -7,159 +12,253 @@ from collections.abc import Callable
 
 import torch
 
-from course_utils.exercises.core import (
-    TorchCall,
-    compare,
-    count_multiplications,
-    record_torch_calls,
-    run_check,
-)
+from course_utils.exercises.judge import Case, Problem, judge
+
+# --- the embedding bigram as a V x V table of logits ----------------------------------------
 
 
-def _embedding_cases() -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(ids, W) pairs: ids (2, 5) into a float32 table (V=10, d_model=7), and ids (3, 4) into a
-    float64 table (V=13, d_model=12). The largest id is V - 2 in both, so a one-hot without
-    ``num_classes`` comes out one column short."""
+def _logit_table(embedding_weight, head_weight, head_bias):
+    d_model = embedding_weight.shape[1]
+    return embedding_weight * math.sqrt(d_model) @ head_weight.T + head_bias  # (V, V)
+
+
+def _scaled(embedding_weight, factor, head_weight, head_bias):
+    return embedding_weight * factor @ head_weight.T + head_bias
+
+
+def _root_d(embedding_weight) -> float:
+    return math.sqrt(embedding_weight.shape[1])
+
+
+_NOTEBOOK_D_MODEL = 24  # the notebook's global: an answer that reads it fails other widths
+
+LOGIT_TABLE_MISTAKES = [
+    (
+        "the sqrt(d_model) scale left out: TokenEmbedding multiplies each row by sqrt(d_model) "
+        "before the head reads it",
+        lambda e, w, b: _scaled(e, 1.0, w, b),
+    ),
+    (
+        "a scale of d_model; TokenEmbedding multiplies by sqrt(d_model)",
+        lambda e, w, b: _scaled(e, e.shape[1], w, b),
+    ),
+    (
+        "a scale of sqrt(vocab_size); d_model is the table's width, embedding_weight.shape[1]",
+        lambda e, w, b: _scaled(e, math.sqrt(e.shape[0]), w, b),
+    ),
+    (
+        "sqrt(24), the notebook's d_model; take d_model from the table, embedding_weight.shape[1]",
+        lambda e, w, b: _scaled(e, math.sqrt(_NOTEBOOK_D_MODEL), w, b),
+    ),
+    (
+        "the whole logits scaled, bias included; sqrt(d_model) scales the embedding only, the "
+        "head then adds its bias",
+        lambda e, w, b: (e @ w.T + b) * _root_d(e),
+    ),
+    ("the head's bias left out: nn.Linear adds it", lambda e, w, b: e * _root_d(e) @ w.T),
+    (
+        "the bias added down the columns (bias[:, None]); the bias has one entry per next "
+        "token, a column of the table, so it is added to every row: + head_bias",
+        lambda e, w, b: e * _root_d(e) @ w.T + b[:, None],
+    ),
+    (
+        "the table transposed: row i must hold the logits after token i (the model's output "
+        "for that token), so compute embedding rows @ head_weight.T",
+        lambda e, w, b: _logit_table(e, w, b).T,
+    ),
+    (
+        "head_weight @ embedding_weight.T; row i must be token i's embedding times the head: "
+        "(sqrt(d_model) * embedding_weight) @ head_weight.T + head_bias",
+        lambda e, w, b: w @ (e * _root_d(e)).T + b,
+    ),
+    (
+        "head_weight used untransposed; nn.Linear stores it as (out, in) = (V, d_model) and "
+        "computes x @ weight.T",
+        lambda e, w, b: e * _root_d(e) @ w + b,
+    ),
+    (
+        "probabilities (a softmax of each row); the table holds the logits, before any softmax",
+        lambda e, w, b: torch.softmax(_logit_table(e, w, b), dim=-1),
+    ),
+    (
+        "log-probabilities (log_softmax); the table holds the logits the model outputs",
+        lambda e, w, b: torch.log_softmax(_logit_table(e, w, b), dim=-1),
+    ),
+]
+
+_LOGIT_TABLE_ERRORS = [
+    (
+        RuntimeError,
+        "shapes cannot be multiplied|size mismatch|must match the size",
+        "nn.Linear's weight is (out, in) = (V, d_model): multiply by head_weight.T",
+    ),
+]
+
+
+def _logit_table_cases() -> list[Case]:
+    """(V, d_model) = (10, 7), (13, 12) float64, (6, 6) square (an untransposed head runs),
+    (5, 1) and (1, 4) (one token); one head weight a non-contiguous transposed view; a
+    non-zero bias everywhere."""
     generator = torch.Generator().manual_seed(2)
-    return [
-        (
-            torch.tensor([[1, 4, 4, 0, 7], [3, 3, 8, 2, 5]]),
-            torch.randn(10, 7, generator=generator),
-        ),
-        (
-            torch.tensor([[11, 0, 5, 5], [2, 9, 1, 6], [10, 3, 3, 7]]),
-            torch.randn(13, 12, generator=generator, dtype=torch.float64),
-        ),
-    ]
+    cases = []
+    for vocab_size, d_model, dtype in (
+        (10, 7, torch.float32),
+        (13, 12, torch.float64),
+        (6, 6, torch.float32),
+        (5, 1, torch.float32),
+        (1, 4, torch.float32),
+    ):
+        table = torch.randn(vocab_size, d_model, generator=generator, dtype=dtype) * 0.5
+        head = torch.randn(vocab_size, d_model, generator=generator, dtype=dtype) * 0.5
+        bias = torch.randn(vocab_size, generator=generator, dtype=dtype)
+        if vocab_size == 10:
+            head = head.T.contiguous().T  # the same values in a (d_model, V)-ordered layout
+        cases.append(Case(table, head, bias))
+    return cases
 
 
-_PRODUCTS = {"matmul", "__matmul__", "mm", "bmm", "einsum", "linear", "tensordot"}
+def check_logit_table(logit_table: Callable) -> bool:
+    """Check ``logit_table(embedding_weight, head_weight, head_bias)``: the embedding bigram's
+    logits for every token at once, a ``(V, V)`` tensor whose row ``i`` is the output of
+    ``lm_head(TokenEmbedding(i))``: ``sqrt(d_model) * embedding_weight @ head_weight.T +
+    head_bias``, with ``embedding_weight`` ``(V, d_model)``, ``head_weight`` ``(V, d_model)``
+    (nn.Linear's (out, in)) and ``head_bias`` ``(V,)``.
 
-
-def _one_hot_error(calls: list[TorchCall], ids: torch.Tensor, weight: torch.Tensor) -> str | None:
-    """Why the student's code raised, from the calls it made, in the exercise's words, or None."""
-    for call in calls:
-        if call.name == "one_hot" and "num_classes" not in call.kwargs and len(call.args) < 2:
-            columns = int(ids.max()) + 1
-            return (
-                f"one_hot(ids) without num_classes makes max(ids) + 1 = {columns} columns, not "
-                f"V = {weight.shape[0]} (the largest id here is not V - 1); pass "
-                "num_classes=W.shape[0]"
-            )
-    for call in calls:
-        tensors = [a for a in call.args if isinstance(a, torch.Tensor)]
-        if call.name not in _PRODUCTS or not tensors:
-            continue
-        integer = [a for a in tensors if not a.is_floating_point()]
-        if integer:
-            return (
-                f"the one-hot matrix is {integer[0].dtype} (F.one_hot returns integers) and "
-                "cannot multiply the float table; convert it first: one_hot(...).to(W.dtype)"
-            )
-        if len({a.dtype for a in tensors}) > 1:
-            return (
-                f"the one-hot matrix and W have different dtypes ({tensors[0].dtype} and "
-                f"{tensors[1].dtype}; this W is {weight.dtype}): convert the one-hot to W's "
-                "dtype, one_hot(...).to(W.dtype), not to a fixed one such as .float()"
-            )
-    return None
-
-
-def check_one_hot_lookup(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> bool:
-    """Check ``fn(ids, weight)``: the embedding lookup written as ``one_hot(ids) @ weight``.
-
-    ``ids`` is ``(B, T)`` int64, ``weight`` is ``(V, d_model)``; the answer must be
-    ``(B, T, d_model)`` of ``weight``'s dtype and equal ``weight[ids]`` (Vaswani et al. 2017,
-    §3.4). Tried on a float32 and a float64 table of different sizes; the largest id is
-    V - 2, so ``one_hot(ids)`` without ``num_classes`` comes out one column short, and the
-    checker says so. Reading the rows directly (``W[ids]``, ``F.embedding``, a list of rows,
-    ``W.T[:, ids]``) gives the right numbers but is the lookup the exercise replaces. How that
-    is detected: by the work done, not by the calls made.
-    :func:`~course_utils.exercises.core.count_multiplications` counts the scalar
-    multiplications, and the product of a ``(B, T, V)`` one-hot with ``W`` needs
-    ``B*T*V*d_model`` of them, whatever route (``@``, ``einsum``, broadcasting); a lookup needs
-    none.
+    Five tables vary V (1 to 13), d_model (1 to 12), the dtype and the layout; names each
+    mistake of :data:`LOGIT_TABLE_MISTAKES`.
     """
-
-    def attempt() -> str | None:
-        for ids, weight in _embedding_cases():
-            batch, time = ids.shape
-            vocab_size, d_model = weight.shape
-            name = f"one_hot(ids) @ W for a {weight.dtype} W of shape {(vocab_size, d_model)}"
-            with record_torch_calls() as calls, count_multiplications() as work:
-                try:
-                    answer = fn(ids.clone(), weight.clone())
-                except NotImplementedError:
-                    raise
-                except Exception:
-                    problem = _one_hot_error(calls, ids, weight)
-                    if problem is None:
-                        raise
-                    return problem
-            needed = batch * time * vocab_size * d_model
-            if work.total < needed:
-                return (
-                    f"{name}: it did {work.total} multiplications, the product needs {needed} "
-                    "(B*T*V*d_model): it reads rows of W directly, the lookup this exercise "
-                    "replaces; build the one-hot matrix and multiply: "
-                    "one_hot(ids, num_classes=V).to(W.dtype) @ W"
-                )
-            problem = compare(answer, weight[ids], name=name)
-            if problem is None and answer.dtype != weight.dtype:
-                problem = (
-                    f"{name} is {answer.dtype}; keep W's dtype: one_hot(...).to(W.dtype), "
-                    "not .float()"
-                )
-            if problem is not None:
-                return problem
-        return None
-
-    return run_check("embedding lookup as one_hot @ W", attempt)
+    return judge(
+        "logit_table",
+        logit_table,
+        _logit_table,
+        _logit_table_cases(),
+        LOGIT_TABLE_MISTAKES,
+        axes="token next_token",
+        errors=_LOGIT_TABLE_ERRORS,
+    )
 
 
-def check_scaled_embedding(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> bool:
-    """Check ``fn(ids, weight)``: the paper's token embedding ``weight[ids] * sqrt(d_model)``
-    (Vaswani et al. 2017, §3.4).
+# --- nearest neighbours by cosine similarity ------------------------------------------------
 
-    ``d_model`` is ``weight.shape[1]``; two tables of different widths (7 and 12, float32 and
-    float64) are tried, so a constant written for one width (``math.sqrt(7)``, or the
-    notebook's 24) is caught and named. A wrong scale gets a hint: none, ``d_model`` (scaled
-    twice), or ``sqrt(vocab_size)``.
+
+def _cosine(weight):
+    unit = weight / weight.norm(dim=1, keepdim=True)  # (V, d_model): rows of norm 1
+    return unit @ unit.T  # (V, V)
+
+
+def _others(scores, token):
+    """Similarities to ``token`` with the token itself ruled out."""
+    row = scores.clone()
+    row[token] = float("-inf")
+    return row
+
+
+def _nearest(weight, token, k):
+    return _others(_cosine(weight)[token], token).topk(k).indices
+
+
+def _ids(similarities, k, largest=True):
+    return similarities.topk(k, largest=largest).indices
+
+
+NEAREST_MISTAKES = [
+    (
+        "the token itself comes first (its cosine with itself is 1); leave it out",
+        lambda w, t, k: _ids(_cosine(w)[t], k),
+    ),
+    (
+        "k - 1 neighbours: topk(k) with the token then dropped; take topk(k + 1) and drop it, "
+        "or set the token's own similarity to -inf first",
+        lambda w, t, k: _ids(_cosine(w)[t], k)[1:],
+    ),
+    (
+        "dot products (or only the token's vector normalised): a long row wins whatever its "
+        "direction; cosine similarity divides by the norms of both vectors",
+        lambda w, t, k: _ids(_others(w @ w[t], t), k),
+    ),
+    (
+        "the smallest Euclidean distance; cosine similarity compares directions, not positions",
+        lambda w, t, k: _ids(-_others(-torch.cdist(w, w)[t], t), k, largest=False),
+    ),
+    (
+        "the least similar tokens (an ascending order); the nearest have the largest cosine",
+        lambda w, t, k: _ids(-_others(-_cosine(w)[t], t), k, largest=False),
+    ),
+    (
+        "the columns normalised (norm over dim=0); each token's row is divided by its own norm, "
+        "weight.norm(dim=1, keepdim=True)",
+        lambda w, t, k: _ids(_others((w / w.norm(dim=0)) @ (w / w.norm(dim=0))[t], t), k),
+    ),
+    (
+        "the absolute cosine: a vector pointing the opposite way (cosine -1) is the least "
+        "similar, not the most",
+        lambda w, t, k: _ids(_others(_cosine(w)[t].abs(), t), k),
+    ),
+    (
+        "the neighbours in id order; list them most similar first (topk sorts them)",
+        lambda w, t, k: _nearest(w, t, k).sort().values,
+    ),
+]
+
+
+def _as_ids(nearest_tokens, weight, token, k):
+    """The learner's ids as an int64 tensor (a list, a tuple or an integer tensor is
+    accepted), or a Problem naming what came back instead."""
+    result = nearest_tokens(weight, token, k)
+    if isinstance(result, tuple) and hasattr(result, "indices"):  # torch.topk's pair
+        return Problem("returned topk's (values, indices) pair; return its .indices")
+    if isinstance(result, (list, tuple)):
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in result):
+            kinds = sorted({type(i).__name__ for i in result})
+            return Problem(f"returned a {type(result).__name__} of {kinds}; return token ids, ints")
+        return torch.tensor(result, dtype=torch.long)
+    if not isinstance(result, torch.Tensor):
+        return Problem(f"returned a {type(result).__name__}; return the k token ids")
+    if result.is_floating_point():
+        return Problem(
+            f"returned {result.dtype} numbers (similarities?); return the token ids, "
+            "topk's .indices"
+        )
+    return result.long()
+
+
+def _nearest_cases() -> list[Case]:
+    """Rows of very different norms (so dot products, distances and cosines rank differently);
+    (V, d_model) = (10, 7), (13, 12) float64, (6, 2), (8, 16), and a non-contiguous (9, 4)
+    view; token first, last and inside; k = 1, 2, 3, 5 and V - 1 (every other token)."""
+    generator = torch.Generator().manual_seed(20)
+    cases = []
+    for vocab_size, d_model, token, k, dtype in (
+        (10, 7, 3, 3, torch.float32),
+        (13, 12, 0, 5, torch.float64),
+        (6, 2, 5, 1, torch.float32),
+        (8, 16, 7, 7, torch.float32),
+        (9, 4, 4, 2, torch.float32),
+    ):
+        norms = torch.rand(vocab_size, 1, generator=generator, dtype=dtype) * 3 + 0.2
+        weight = torch.randn(vocab_size, d_model, generator=generator, dtype=dtype) * norms
+        if vocab_size == 9:
+            weight = weight.T.contiguous().T  # a non-contiguous (V, d_model) view
+        cases.append(Case(weight, token, k))
+    return cases
+
+
+def check_nearest_tokens(nearest_tokens: Callable) -> bool:
+    """Check ``nearest_tokens(weight, token, k)``: the ids of the ``k`` tokens whose rows of
+    ``weight`` ``(V, d_model)`` have the largest cosine similarity with row ``token``, the
+    token itself left out, most similar first; an int64 tensor ``(k,)`` (a list of ints is
+    accepted).
+
+    Five tables vary V, d_model, the dtype, the layout, the token (first, last, inside) and k
+    (1 to V - 1), with rows of very different norms; names each mistake of
+    :data:`NEAREST_MISTAKES`, similarities returned instead of ids, and a fixed token or k.
     """
-
-    def attempt() -> str | None:
-        cases = _embedding_cases()
-        widths = sorted({weight.shape[1] for _, weight in cases} | {24})
-        for ids, weight in cases:
-            vocab_size, d_model = weight.shape
-            answer = fn(ids.clone(), weight.clone())
-            name = f"scaled embedding of a W of shape {(vocab_size, d_model)}"
-            problem = compare(answer, weight[ids] * math.sqrt(d_model), name=name)
-            if problem is None or not isinstance(answer, torch.Tensor):
-                if problem is None and answer.dtype != weight.dtype:
-                    return f"{name} is {answer.dtype}; keep W's dtype {weight.dtype}"
-                if problem is not None:
-                    return problem
-                continue
-            hints = {
-                1.0: "it looks unscaled: multiply by sqrt(d_model)",
-                float(d_model): "it looks scaled by d_model: was sqrt(d_model) applied twice?",
-                math.sqrt(
-                    vocab_size
-                ): "it looks scaled by sqrt(vocab_size); d_model = weight.shape[1]",
-            }
-            for width in widths:
-                if width != d_model:
-                    hints[math.sqrt(width)] = (
-                        f"it looks scaled by sqrt({width}), a constant: this W is {d_model} wide; "
-                        "take d_model from the table, weight.shape[1]"
-                    )
-            for factor, hint in hints.items():
-                if answer.shape == ids.shape + (d_model,) and torch.allclose(
-                    answer.detach().double(), weight[ids].double() * factor, atol=1e-5
-                ):
-                    return f"{problem}; {hint}"
-            return problem
-        return None
-
-    return run_check("scaled token embedding", attempt)
+    return judge(
+        "nearest_tokens",
+        nearest_tokens,
+        lambda weight, token, k: _nearest(weight, token, k),
+        _nearest_cases(),
+        NEAREST_MISTAKES,
+        call=_as_ids,
+        axes="neighbour",
+    )

@@ -1,5 +1,5 @@
 """Checkers for notebook 10: the learner's ``FeedForward`` (a part of their decoder) and the
-parameter count of an FFN."""
+parameter count of a whole pre-LN block."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.exercises import solution_model as solution
-from course_utils.exercises.core import run_check
-from course_utils.exercises.difference import difference
-from course_utils.exercises.judge import Case
+from course_utils.exercises.difference import Tolerance, difference
+from course_utils.exercises.judge import Case, judge
 from course_utils.exercises.nb08_module_judge import build, judge_module
 
 
@@ -110,31 +109,97 @@ def _matches_everywhere(part: object, other: type, cases: list[Case]) -> bool:
     return True
 
 
-def check_ffn_parameter_count(count_ffn_parameters: Callable) -> bool:
-    """Check ``count_ffn_parameters(d_model, d_ff)`` = ``2 * d_model * d_ff + d_ff + d_model``.
+# --- the parameter count of a whole block -----------------------------------------------
 
-    Tried on (24, 96), (512, 2048) (the paper's base model) and (10, 7); the answer must be
-    a Python int.
+
+def _attention(d_model: int) -> int:
+    return 4 * (d_model * d_model + d_model)  # w_q, w_k, w_v, w_o: nn.Linear(C, C), with bias
+
+
+def _ffn(d_model: int, d_ff: int) -> int:
+    return (d_model * d_ff + d_ff) + (d_ff * d_model + d_model)  # up (W1, b1), down (W2, b2)
+
+
+def _block_parameters(d_model, n_heads, d_ff):
+    return _attention(d_model) + 2 * (2 * d_model) + _ffn(d_model, d_ff)  # + ln_1, ln_2
+
+
+_LAYER_NORMS = 4  # times d_model: ln_1 and ln_2, a weight and a bias each
+
+_BLOCK_COUNT_MISTAKES = [
+    (
+        "the attention counted once per head (n_heads x 4(C^2 + C)); the heads share out one "
+        "C x C projection, d_k = C / n_heads columns each, so the count does not depend on "
+        "n_heads",
+        lambda c, h, f: h * _attention(c) + _LAYER_NORMS * c + _ffn(c, f),
+    ),
+    (
+        "one head's projections (C x d_k, or d_k x d_k per head) counted for the whole "
+        "attention; the n_heads heads together make each of w_q, w_k, w_v, w_o a C x C matrix",
+        lambda c, h, f: 4 * (c * (c // h) + c) + _LAYER_NORMS * c + _ffn(c, f),
+    ),
+    (
+        "4C missing: the attention's biases (w_q, w_k, w_v, w_o are nn.Linear(C, C) with a "
+        "bias of C each) or the two LayerNorms (ln_1, ln_2: a weight and a bias of C each)",
+        lambda c, h, f: 4 * c * c + _LAYER_NORMS * c + _ffn(c, f),
+    ),
+    (
+        "three projections (q, k, v): the output projection w_o (C^2 + C) is missing",
+        lambda c, h, f: 3 * (c * c + c) + _LAYER_NORMS * c + _ffn(c, f),
+    ),
+    (
+        "2C for the LayerNorms; a pre-LN block has two (ln_1, ln_2), each with a weight and a "
+        "bias of C entries: 4C in all",
+        lambda c, h, f: _attention(c) + 2 * c + _ffn(c, f),
+    ),
+    (
+        "the feed-forward network's biases left out: up has d_ff, down has C",
+        lambda c, h, f: _attention(c) + _LAYER_NORMS * c + 2 * c * f,
+    ),
+    (
+        "the first FFN bias counted as C; up = nn.Linear(C, d_ff) has d_ff biases",
+        lambda c, h, f: _attention(c) + _LAYER_NORMS * c + 2 * c * f + 2 * c,
+    ),
+    (
+        "one FFN layer; the FFN has two, up (C -> d_ff) and down (d_ff -> C)",
+        lambda c, h, f: _attention(c) + _LAYER_NORMS * c + c * f + f,
+    ),
+    (
+        "d_ff taken as 4 * d_model; use the argument d_ff (the checker tries other widths)",
+        lambda c, h, f: _block_parameters(c, h, 4 * c),
+    ),
+    (
+        "the feed-forward network alone; the block also holds the attention and two LayerNorms",
+        lambda c, h, f: _ffn(c, f),
+    ),
+    (
+        "the attention alone; the block also holds the feed-forward network and two LayerNorms",
+        lambda c, h, f: _attention(c),
+    ),
+]
+
+
+def _block_count_cases() -> list[Case]:
+    """Every argument varied: d_model 24, 10, 12, 8, 768; n_heads 3, 2, 1 (one head), 8
+    (d_k = 1), 12; d_ff 96 = 4C, 7 and 20 (not 4C), 48, 3072 (GPT-2 small's block)."""
+    return [Case(24, 3, 96), Case(10, 2, 7), Case(12, 1, 48), Case(8, 8, 20), Case(768, 12, 3072)]
+
+
+def check_block_parameter_count(count_block_parameters: Callable) -> bool:
+    """Check ``count_block_parameters(d_model, n_heads, d_ff)``: the number of parameters of
+    the learner's pre-LN ``Block`` (ln_1, attention with w_q, w_k, w_v, w_o = nn.Linear(C, C),
+    ln_2, FeedForward up/down), a Python int:
+    ``4(C^2 + C) + 4C + 2 C d_ff + d_ff + C``, whatever ``n_heads``.
+
+    Five cases vary every argument (one head, d_k = 1, d_ff != 4C, GPT-2 small's sizes); the
+    count must be exact. Names each mistake of :data:`_BLOCK_COUNT_MISTAKES`, a float or a
+    tensor returned, and an argument replaced by a constant.
     """
-
-    def attempt() -> str | None:
-        for d_model, d_ff in ((24, 96), (512, 2048), (10, 7)):
-            answer = count_ffn_parameters(d_model, d_ff)
-            expected = 2 * d_model * d_ff + d_ff + d_model
-            call = f"count_ffn_parameters({d_model}, {d_ff})"
-            if isinstance(answer, bool) or not isinstance(answer, int):
-                return f"{call} should return an int, got {type(answer).__name__}"
-            if answer == expected:
-                continue
-            hints = {
-                2 * d_model * d_ff: "the two weight matrices without the biases (d_ff + d_model)",
-                d_model * d_ff + d_ff: "only the first layer",
-                d_model * d_ff + d_model: "only the second layer",
-                2 * d_model * d_ff + 2 * d_model: "a bias of size d_model on both layers; the "
-                "first layer's bias has d_ff entries",
-            }
-            hint = f"; that is {hints[answer]}" if answer in hints else ""
-            return f"{call} returned {answer:,}, expected {expected:,}{hint}"
-        return None
-
-    return run_check("count_ffn_parameters", attempt)
+    return judge(
+        "count_block_parameters",
+        count_block_parameters,
+        _block_parameters,
+        _block_count_cases(),
+        _BLOCK_COUNT_MISTAKES,
+        tolerance=Tolerance(atol=0.0, rtol=0.0),
+    )
