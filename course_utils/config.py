@@ -234,26 +234,49 @@ PRESETS: dict[str, dict[str, dict]] = {
 }
 
 
-def get_config(name: str, vocab_size: int, **overrides) -> tuple[ModelConfig, TrainConfig]:
+def get_config(
+    name: str, vocab_size: int, config_class: type[ModelConfig] | None = None, **overrides
+) -> tuple[ModelConfig, TrainConfig]:
     """Build the model and training configs of a named preset.
 
     Args:
         name: one of ``PRESETS`` (``"cpu"``, ``"baby"``, ``"gpu"``).
         vocab_size: V of the tokenizer in use.
-        **overrides: any field of either config, e.g. ``max_iters=100``.
+        config_class: the model config to build, :class:`ModelConfig` (None, the default:
+            TinyDecoder's) or a subclass such as
+            :class:`~course_utils.modern_model.ModernConfig`, whose own defaults fill the
+            fields the preset does not set (Llama's recipe for today's decoder; see
+            :func:`course_utils.training.model_kinds.preset_config`, by kind).
+        **overrides: any field of either config, e.g. ``max_iters=100`` (and of
+            ``config_class``, e.g. ``n_kv_heads=2`` for a ModernConfig).
 
     Raises:
         ValueError: unknown preset name or unknown override field.
+        TypeError: ``config_class`` is not ModelConfig or a subclass of it.
     """
     _check_preset(name)
-    model_fields = {f.name for f in fields(ModelConfig)}
+    config_class = _check_config_class(config_class)
+    model_fields = {f.name for f in fields(config_class)}
     train_fields = {f.name for f in fields(TrainConfig)}
     _check_overrides(overrides, model_fields | train_fields)
     model_kwargs = {**PRESETS[name]["model"], "vocab_size": vocab_size}
     train_kwargs = dict(PRESETS[name]["train"])
     for key, value in overrides.items():
         (model_kwargs if key in model_fields else train_kwargs)[key] = value
-    return ModelConfig(**model_kwargs), TrainConfig(**train_kwargs)
+    return config_class(**model_kwargs), TrainConfig(**train_kwargs)
+
+
+def _check_config_class(config_class: object) -> type[ModelConfig]:
+    """``config_class`` (None: ModelConfig); TypeError unless ModelConfig or a subclass."""
+    if config_class is None:
+        return ModelConfig
+    if not (isinstance(config_class, type) and issubclass(config_class, ModelConfig)):
+        raise TypeError(
+            f"config_class must be ModelConfig or a subclass of it (ModernConfig), got "
+            f"{config_class!r}; to pick a model by name use "
+            "course_utils.training.model_kinds.preset_config(name, vocab_size, model='modern')"
+        )
+    return config_class
 
 
 def _check_preset(name: object) -> None:

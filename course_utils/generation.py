@@ -16,7 +16,11 @@ in the context, and with added positions every cached token would also have to c
 position. Crop-and-recompute gives exactly the logits of the uncached model on the same
 context, which :func:`generate` (same crop rule, no cache) lets us check.
 ``crop_to = block_size`` recomputes at every step once the window is full: the sliding
-window of ``TinyDecoder.generate``.
+window of ``TinyDecoder.generate`` (and ``ModernDecoder.generate``, the same method).
+
+Both take either decoder: :class:`course_utils.model.TinyDecoder` or
+:class:`course_utils.modern_model.ModernDecoder` (whose cache holds its ``n_kv_heads`` heads,
+rotated at their absolute positions, after QK-norm).
 """
 
 from __future__ import annotations
@@ -27,8 +31,7 @@ from contextlib import contextmanager
 import torch
 
 from course_utils.checks import check_bool, check_instance, check_int
-from course_utils.kv_cache import DECODERS, KVCache, _as_ids, forward_with_cache
-from course_utils.model import TinyDecoder
+from course_utils.kv_cache import DECODERS, Decoder, KVCache, _as_ids, forward_with_cache
 from course_utils.sampling import sample_next
 
 #: The keyword arguments of :func:`course_utils.sampling.sample_next`.
@@ -36,11 +39,11 @@ SAMPLING_OPTIONS = ("temperature", "top_k", "top_p", "greedy", "generator")
 
 
 def _check_generate_args(
-    model: TinyDecoder, ids, max_new_tokens, crop_to, return_logits, sampling: dict
+    model: Decoder, ids, max_new_tokens, crop_to, return_logits, sampling: dict
 ) -> tuple[torch.Tensor, int, int]:
     """Validate the arguments of both generators; return ``(ids, max_new_tokens, crop_to)``
     with ids converted and ``crop_to`` filled in (default block_size // 2)."""
-    check_instance(model, "model", DECODERS, "e.g. load_baby()[0] or TinyDecoder(config)")
+    check_instance(model, "model", DECODERS, "e.g. TinyDecoder(config) or ModernDecoder(config)")
     ids = _as_ids(model, ids, "(B, T0)")
     max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=0)
     block_size = model.config.block_size
@@ -62,7 +65,7 @@ def _check_generate_args(
 
 @contextmanager
 def _generating(
-    model: TinyDecoder, ids, max_new_tokens, crop_to, return_logits, sampling: dict
+    model: Decoder, ids, max_new_tokens, crop_to, return_logits, sampling: dict
 ) -> Iterator[tuple[torch.Tensor, int, int, int]]:
     """The setup both generators share: check the arguments, then run the ``with`` block
     in eval mode (the model's own mode comes back afterwards, even after an error).
@@ -84,7 +87,7 @@ def _generating(
 
 @torch.no_grad()
 def generate(
-    model: TinyDecoder,
+    model: Decoder,
     ids: torch.Tensor,
     max_new_tokens: int,
     *,
@@ -99,7 +102,7 @@ def generate(
     same rule as :func:`generate_with_cache`, so the two can be compared token by token).
 
     Args:
-        model: a :class:`TinyDecoder`; put in eval mode for the call.
+        model: a :class:`TinyDecoder` or ModernDecoder; put in eval mode for the call.
         ids: ``(B, T0)`` prompt of token ids (any integer dtype; a numpy array or nested list
             of ints is converted, as by ``TinyDecoder.generate``); moved to the model's device.
         max_new_tokens: tokens to add, >= 0.
@@ -114,9 +117,10 @@ def generate(
         ``(B, max_new_tokens, V)`` float32.
 
     Raises:
-        TypeError: a model that is not a :class:`TinyDecoder`; a float ``max_new_tokens`` or
-            ``crop_to``; float ids or text; a ``return_logits`` that is not a bool; an unknown
-            sampling option (the sampling options' own types: see ``sample_next``).
+        TypeError: a model that is neither a :class:`TinyDecoder` nor a ModernDecoder; a
+            float ``max_new_tokens`` or ``crop_to``; float ids or text; a ``return_logits``
+            that is not a bool; an unknown sampling option (the sampling options' own types:
+            see ``sample_next``).
         ValueError: a prompt that is not ``(B, T0)`` with ``T0 >= 1`` or has ids outside
             ``[0, vocab_size)``; ``max_new_tokens < 0``; ``crop_to`` outside
             ``[1, block_size]``; bad sampling values (see ``sample_next``).
@@ -136,7 +140,7 @@ def generate(
 
 @torch.no_grad()
 def generate_with_cache(
-    model: TinyDecoder,
+    model: Decoder,
     ids: torch.Tensor,
     max_new_tokens: int,
     *,
@@ -155,9 +159,10 @@ def generate_with_cache(
         ``(B, max_new_tokens, V)`` float32.
 
     Raises:
-        TypeError: a model that is not a :class:`TinyDecoder`; a float ``max_new_tokens`` or
-            ``crop_to``; float ids or text; a ``return_logits`` that is not a bool; an unknown
-            sampling option (the sampling options' own types: see ``sample_next``).
+        TypeError: a model that is neither a :class:`TinyDecoder` nor a ModernDecoder; a
+            float ``max_new_tokens`` or ``crop_to``; float ids or text; a ``return_logits``
+            that is not a bool; an unknown sampling option (the sampling options' own types:
+            see ``sample_next``).
         ValueError: a prompt that is not ``(B, T0)`` with ``T0 >= 1`` or has ids outside
             ``[0, vocab_size)``; ``max_new_tokens < 0``; ``crop_to`` outside
             ``[1, block_size]``; bad sampling values (see ``sample_next``).
@@ -181,7 +186,7 @@ def generate_with_cache(
     return (ids, _stack(steps, ids, model)) if return_logits else ids
 
 
-def _stack(steps: list[torch.Tensor], ids: torch.Tensor, model: TinyDecoder) -> torch.Tensor:
+def _stack(steps: list[torch.Tensor], ids: torch.Tensor, model: Decoder) -> torch.Tensor:
     """Each step's ``(B, V)`` logits as one ``(B, n_steps, V)`` tensor (empty when no step)."""
     if not steps:
         return torch.empty(ids.shape[0], 0, model.config.vocab_size, device=ids.device)

@@ -11,8 +11,10 @@ Why it is exact: causal masking (Vaswani et al. 2017, §3.2.3) means a token's k
 depend only on the tokens up to it. Caching them is the standard inference technique of
 decoder-only models (see e.g. Pope et al. 2022, "Efficiently Scaling Transformer Inference").
 
-The cached forward below reuses :class:`course_utils.model.TinyDecoder`'s own modules and
-weights, step by step as its ``forward`` does; nothing is copied or retrained.
+The cached forward below reuses the model's own modules and weights
+(:class:`course_utils.model.TinyDecoder`'s or
+:class:`~course_utils.modern_model.ModernDecoder`'s), step by step as its ``forward`` does;
+nothing is copied or retrained.
 
 **Grouped-query attention.** A :class:`~course_utils.modern_model.ModernDecoder` whose
 attention has ``n_kv_heads < n_heads`` (Ainslie et al. 2023, §2.2) caches only its
@@ -53,6 +55,8 @@ from course_utils.modern_model import ModernBlock, ModernDecoder
 
 #: The models the cache runs: the course's decoder and today's decoder (grouped-query heads).
 DECODERS = (TinyDecoder, ModernDecoder)
+#: Either of them, for type hints.
+Decoder = TinyDecoder | ModernDecoder
 
 
 @dataclass
@@ -199,7 +203,7 @@ def cache_bytes(config, batch: int, length: int, dtype: torch.dtype = torch.floa
     return 2 * config.n_layers * batch * length * n_kv_heads * config.d_k * bytes_per_number
 
 
-def _add_positions(model: TinyDecoder, x: torch.Tensor, start: int) -> torch.Tensor:
+def _add_positions(model: Decoder, x: torch.Tensor, start: int) -> torch.Tensor:
     """Add rows ``start .. start + T - 1`` of the model's position table (nothing for RoPE)."""
     kind, end = model.config.positional, start + x.shape[1]
     if kind == "sinusoidal":
@@ -252,7 +256,7 @@ def _grouped_attention_step(
 
 
 @torch.no_grad()
-def forward_with_cache(model: TinyDecoder, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
+def forward_with_cache(model: Decoder, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
     """Run the new tokens ``ids`` through ``model``, reading and extending ``cache``.
 
     Equal to ``model(context)[0][:, -T_new:]`` where ``context`` is every token the cache
@@ -274,8 +278,9 @@ def forward_with_cache(model: TinyDecoder, ids: torch.Tensor, cache: KVCache) ->
         ValueError: ``len(cache) + T_new > block_size`` (crop first), ids of another shape or
             outside ``[0, vocab_size)``, a batch size that differs from the cache's, or a
             model in training mode.
-        TypeError: a model that is not a :class:`TinyDecoder` or whose blocks are not pre-LN
-            :class:`DecoderBlock`, a cache that is not a :class:`KVCache`, float ids or text.
+        TypeError: a model that is neither a :class:`TinyDecoder` nor a ModernDecoder, or whose
+            blocks are not pre-LN :class:`DecoderBlock` or ModernBlock, a cache that is not a
+            :class:`KVCache`, float ids or text.
     """
     ids = _check_cached_step(model, ids, cache)
     start = len(cache)
@@ -288,7 +293,7 @@ def forward_with_cache(model: TinyDecoder, ids: torch.Tensor, cache: KVCache) ->
 
 def _check_cached_step(model: object, ids: object, cache: object) -> torch.Tensor:
     """:func:`forward_with_cache`'s arguments checked (see its Raises); ``ids`` as a tensor."""
-    check_instance(model, "model", DECODERS, "e.g. load_baby()[0] or TinyDecoder(config)")
+    check_instance(model, "model", DECODERS, "e.g. TinyDecoder(config) or ModernDecoder(config)")
     check_instance(cache, "cache", KVCache, "start with cache = KVCache(), then pass it back")
     if model.training:
         raise ValueError("call model.eval() first: dropout would make the cache inconsistent")
@@ -307,7 +312,7 @@ def _check_cached_step(model: object, ids: object, cache: object) -> torch.Tenso
     return ids
 
 
-def _as_ids(model: TinyDecoder, ids: object, axes: str) -> torch.Tensor:
+def _as_ids(model: Decoder, ids: object, axes: str) -> torch.Tensor:
     """``ids`` as a checked int64 ``(B, T)`` tensor on the model's device, B, T >= 1 (lists
     and numpy arrays are converted, as ``TinyDecoder.generate`` does)."""
     ids = as_id_tensor(ids, "ids")

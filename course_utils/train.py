@@ -1,6 +1,10 @@
-"""Command-line training of the tiny decoder on Shakespeare, character level.
+"""Command-line training of the tiny decoder (or today's decoder) on Shakespeare, by character.
 
 Usage: ``python -m course_utils.train --config baby`` (or ``make train CONFIG=baby``).
+``--model modern`` trains :class:`~course_utils.modern_model.ModernDecoder` (Llama's recipe:
+RMSNorm, SwiGLU, no biases, untied head; ``--set n_kv_heads=2`` for grouped-query attention,
+``--set qk_norm=true`` for Qwen3's QK-norm) at the preset's sizes instead of TinyDecoder;
+its checkpoint records the kind, and ``--resume`` refuses one of the other kind.
 
 Several processes (PyTorch DDP): ``torchrun --standalone --nproc_per_node=N -m
 course_utils.train --config gpu`` (or ``make train CONFIG=gpu NPROC=N``): one process per
@@ -19,19 +23,23 @@ from pathlib import Path
 
 import torch
 
-from course_utils.config import POSITIONAL_KINDS, PRESETS, ModelConfig, TrainConfig, get_config
+from course_utils.config import POSITIONAL_KINDS, PRESETS, ModelConfig, TrainConfig
 from course_utils.data import load_shakespeare, train_val_split
 from course_utils.lab.device import describe_device, get_device, seed_everything
 from course_utils.lab.rehearsal import describe_rehearsal, rehearsal_overrides
+from course_utils.measure.cli import check_non_negative, check_out_path
 from course_utils.model import TinyDecoder
+from course_utils.modern_model import ModernDecoder
 from course_utils.tokenization import CharTokenizer
 from course_utils.training import (
     History,
     close_distributed,
     init_distributed,
+    load_checkpoint,
     save_checkpoint,
     train,
 )
+from course_utils.training.model_kinds import MODEL_KINDS, build_decoder, preset_config
 from course_utils.training.precision import describe_precision, device_precision
 
 # The options that override a preset's field of the same name, where a command has them
@@ -40,21 +48,38 @@ from course_utils.training.precision import describe_precision, device_precision
 PRESET_OPTIONS = ("seed", "positional", "max_iters", "eval_iters", "eval_interval")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose own errors (an invalid choice, a non-integer ``--max-iters``)
+    are one line, ``PROG: error: MESSAGE``, exit status 2, as the course's checks print them
+    (argparse would print the usage first); ``--help`` still shows the usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line's options (``--help`` lists them), checked: a user's mistake (an
     unknown preset or field, a malformed ``--set``, ``--max-iters 0``, an unknown device)
     prints one line, argparse style, and exits with status 2 (:func:`check_command`)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m course_utils.train", description=__doc__.splitlines()[0]
-    )
+    parser = OneLineParser(prog="python -m course_utils.train", description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="baby", help=f"one of {sorted(PRESETS)}")
+    parser.add_argument(
+        "--model",
+        choices=MODEL_KINDS,
+        default="tiny",
+        help="tiny: TinyDecoder (GPT-2's recipe); modern: ModernDecoder (Llama's recipe, at "
+        "the preset's sizes; its fields via --set, e.g. --set n_kv_heads=2)",
+    )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     parser.add_argument("--max-iters", type=int, default=None, help="override the preset")
     parser.add_argument(
         "--positional", choices=POSITIONAL_KINDS, default=None, help="override the preset"
     )
     parser.add_argument(
-        "--checkpoint", default=None, help="where to save (default: checkpoints/CONFIG.pt)"
+        "--checkpoint",
+        default=None,
+        help="where to save (default: checkpoints/CONFIG.pt, checkpoints/CONFIG-modern.pt "
+        "with --model modern)",
     )
     parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
     parser.add_argument(
@@ -72,7 +97,48 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_set_option(parser)
     args = parser.parse_args(argv)
     check_command(parser, args)
+    _check_outputs(parser, args)
     return args
+
+
+def checkpoint_path(args: argparse.Namespace) -> str:
+    """``--checkpoint``, or ``checkpoints/CONFIG.pt`` (``CONFIG-modern.pt`` for a modern model)."""
+    suffix = "-modern" if args.model == "modern" else ""
+    return args.checkpoint or f"checkpoints/{args.config}{suffix}.pt"
+
+
+def _check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit 2 with one line for a negative ``--samples``, a ``--checkpoint`` or ``--export``
+    that cannot be written, or a ``--resume`` whose checkpoint is missing or holds another
+    model (kind or config)."""
+    check_non_negative(parser, args, "samples")
+    for option, path in (("--checkpoint", checkpoint_path(args)), ("--export", args.export)):
+        if path is not None and Path(path).is_dir():
+            parser.exit(
+                2, f"{parser.prog}: error: {option} {path} is a folder; name a file in it\n"
+            )
+        check_out_path(parser, Path(path) if path else None, option)
+    if args.resume:
+        try:
+            _check_resumable(args, checkpoint_path(args))
+        except (OSError, ValueError, TypeError) as error:
+            message = " ".join(str(error).split())
+            same = (
+                "; to resume, pass the --config, --model and --set options of the run that wrote it"
+            )
+            fix = same if isinstance(error, ValueError) else ""
+            parser.exit(2, f"{parser.prog}: error: --resume: {message}{fix}\n")
+
+
+def _check_resumable(args: argparse.Namespace, path: str) -> None:
+    """Raise unless ``path`` is a checkpoint of ``--model``'s kind whose config is the one this
+    command builds (its vocabulary size aside, which comes from the data)."""
+    state = load_checkpoint(path)
+    saved = state["model_config"]
+    vocab_size = saved.get("vocab_size", 1) if isinstance(saved, dict) else 1
+    config, _ = preset_config(args.config, vocab_size, args.model, **run_overrides(args))
+    model = build_decoder(config)
+    load_checkpoint(path, model)  # names another kind, or the fields that differ
 
 
 def add_set_option(parser: argparse.ArgumentParser) -> None:
@@ -136,7 +202,7 @@ def check_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     the corpus runs (the real vocabulary size comes later, from the data).
     """
     try:
-        get_config(args.config, 1, **run_overrides(args))
+        preset_config(args.config, 1, getattr(args, "model", "tiny"), **run_overrides(args))
         get_device(args.device)
     except (ValueError, TypeError, RuntimeError) as error:
         message = " ".join(str(error).split())  # one line
@@ -166,7 +232,7 @@ class CommandRun:
     val_data: torch.Tensor
     model_config: ModelConfig
     train_config: TrainConfig
-    model: TinyDecoder
+    model: TinyDecoder | ModernDecoder
 
     def train(self, checkpoint_path: str | Path | None = None, on_evaluation=None) -> History:
         """:func:`course_utils.training.train` with the options ``--compile`` and, where the
@@ -192,10 +258,12 @@ def prepare_run(
 ) -> CommandRun:
     """Load Shakespeare (its first ``max_chars`` characters), split it 90/10, build the preset
     ``args.config`` with :func:`run_overrides` (rehearsal, options, ``--set``) and
-    ``settings`` (any other fields), seed, and build the model on ``device``.
+    ``settings`` (any other fields), seed, and build the model on ``device``: a TinyDecoder,
+    or a ModernDecoder with ``args.model == "modern"``.
 
     Raises:
-        ValueError: an unknown preset or field, or a bad value (see :func:`get_config`).
+        ValueError: an unknown preset, kind or field, or a bad value (see
+            :func:`~course_utils.training.model_kinds.preset_config`).
     """
     text = load_shakespeare(max_chars)
     tokenizer = CharTokenizer.from_text(text)
@@ -203,9 +271,10 @@ def prepare_run(
     train_data, val_data = train_val_split(data, 0.1)
     overrides = run_overrides(args)
     overrides.update(settings or {})
-    model_config, train_config = get_config(args.config, tokenizer.vocab_size, **overrides)
+    kind = getattr(args, "model", "tiny")  # commands without --model train a TinyDecoder
+    model_config, train_config = preset_config(args.config, tokenizer.vocab_size, kind, **overrides)
     seed_everything(train_config.seed)  # the same initial weights on every rank
-    model = TinyDecoder(model_config).to(device)
+    model = build_decoder(model_config).to(device)
     return CommandRun(
         args, device, tokenizer, train_data, val_data, model_config, train_config, model
     )
@@ -222,7 +291,7 @@ def _run(
     run = prepare_run(args, device)
     if rank == 0:
         _print_setup(run, world_size)
-    checkpoint = args.checkpoint or f"checkpoints/{args.config}.pt"
+    checkpoint = checkpoint_path(args)
     history = run.train(checkpoint)
     if rank != 0:
         return None
@@ -234,6 +303,7 @@ def _run(
     _print_sample(run, args.samples)
     summary = {
         "config": args.config,
+        "model": args.model,
         "processes": world_size,
         "final_val_loss": history.val_loss[-1],
         "train_seconds": history.seconds,
@@ -251,7 +321,7 @@ def _run(
 
 def _print_setup(run: CommandRun, world_size: int) -> None:
     """The preset, the device, the model's size, the data and the precision."""
-    print(f"config {run.args.config}: {run.model_config}")
+    print(f"config {run.args.config}, {type(run.model).__name__}: {run.model_config}")
     processes = f"; {world_size} processes (DDP)" if world_size > 1 else ""
     print(
         f"device {describe_device(run.device)}{processes}; {run.model.num_parameters():,} "

@@ -1078,7 +1078,7 @@ def test_load_checkpoint_names_a_folder_and_a_model_of_another_kind(tmp_path):
     path = _checkpoint(tmp_path)
     with pytest.raises(FileNotFoundError, match=r"is a directory, not a checkpoint file"):
         load_checkpoint(tmp_path)
-    with pytest.raises(TypeError, match=r"model must be a TinyDecoder, got str"):
+    with pytest.raises(TypeError, match=r"model must be a TinyDecoder or ModernDecoder, got str"):
         load_checkpoint(path, model="model")
     with pytest.raises(ValueError, match=r"map_location must be .* got 'gpu'"):
         load_checkpoint(path, map_location="gpu")

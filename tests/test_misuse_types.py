@@ -330,7 +330,7 @@ def test_bare_state_dict_is_explained(tmp_path):
 
 
 def test_save_checkpoint_refuses_something_else(tmp_path):
-    with pytest.raises(TypeError, match=r"model must be the TinyDecoder to save, got str"):
+    with pytest.raises(TypeError, match=r"model must be the TinyDecoder or ModernDecoder to save"):
         save_checkpoint(tmp_path / "x.pt", "model", None, step=1)
 
 

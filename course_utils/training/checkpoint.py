@@ -6,11 +6,15 @@ tensor's dtype, shape and bytes, and every config value) under the key ``"checks
 copy error, a partial download), naming the file. A checkpoint written before checksums
 existed has no ``"checksum"`` key: it is loaded unchecked, as before, since nothing recorded
 what it should hold; :func:`add_checksum` adds one to such a file without changing a weight.
+
+A checkpoint holds a :class:`~course_utils.model.TinyDecoder` or a
+:class:`~course_utils.modern_model.ModernDecoder`: its ``"model_kind"`` (``"tiny"`` or
+``"modern"``, :mod:`course_utils.training.model_kinds`) says which, ``"model_config"`` holds
+that config's fields. One kind's checkpoint is never loaded into the other kind's model.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import re
@@ -21,15 +25,34 @@ from pathlib import Path
 import torch
 
 from course_utils.checks import as_device, check_instance, check_int
-from course_utils.config import ModelConfig, TrainConfig
+from course_utils.config import TrainConfig
 from course_utils.model import TinyDecoder
+from course_utils.modern_model import ModernDecoder
+from course_utils.training.checksum import _verify_checksum, _with_checksum, payload_sha256
 from course_utils.training.distributed import unwrap_model
 from course_utils.training.history import History
+from course_utils.training.model_kinds import (
+    DECODER_CLASSES,
+    DEFAULT_KIND,
+    MODEL_KINDS,
+    build_decoder,
+    config_class,
+    describe_kind,
+    model_kind,
+)
+
+__all__ = [  # payload_sha256 lives in .checksum; importable from here too
+    "add_checksum",
+    "load_checkpoint",
+    "model_from_checkpoint",
+    "payload_sha256",
+    "save_checkpoint",
+]
 
 
 def save_checkpoint(
     path: str | Path,
-    model: TinyDecoder,
+    model: TinyDecoder | ModernDecoder,
     optimizer: torch.optim.Optimizer | None,
     step: int,
     train_config: TrainConfig | None = None,
@@ -46,7 +69,8 @@ def save_checkpoint(
     dropout stream resume exactly; it is stored under ``rng["per_rank"]``.
 
     Raises:
-        TypeError: ``path`` is not a str or Path; ``model`` is not a TinyDecoder; ``step`` is
+        TypeError: ``path`` is not a str or Path; ``model`` is neither a TinyDecoder nor a
+            ModernDecoder; ``step`` is
             not an int; ``optimizer``, ``train_config``, ``history`` or ``batch_generator``
             is neither None nor of its type (e.g. the ModelConfig as ``train_config``).
         ValueError: ``step < 0``.
@@ -68,6 +92,7 @@ def save_checkpoint(
     state = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "model_kind": model_kind(model),
         "model_config": asdict(model.config),
         "train_config": asdict(train_config) if train_config is not None else None,
         "step": step,
@@ -83,12 +108,12 @@ def save_checkpoint(
     return path
 
 
-def _check_model_to_save(model: object) -> TinyDecoder:
-    """TypeError unless the (unwrapped) ``model`` is a TinyDecoder."""
-    if not isinstance(model, TinyDecoder):
+def _check_model_to_save(model: object) -> TinyDecoder | ModernDecoder:
+    """TypeError unless the (unwrapped) ``model`` is a TinyDecoder or a ModernDecoder."""
+    if model_kind(model) is None:
         raise TypeError(
-            f"model must be the TinyDecoder to save, got {type(model).__name__}; call "
-            "save_checkpoint(path, model, optimizer, step)"
+            f"model must be the TinyDecoder or ModernDecoder to save, got "
+            f"{type(model).__name__}; call save_checkpoint(path, model, optimizer, step)"
         )
     return model
 
@@ -122,7 +147,7 @@ def _write_atomically(state: dict, path: Path) -> None:
 
 def load_checkpoint(
     path: str | Path,
-    model: TinyDecoder | None = None,
+    model: TinyDecoder | ModernDecoder | None = None,
     optimizer: torch.optim.Optimizer | None = None,
     map_location: torch.device | str = "cpu",
 ) -> dict:
@@ -132,20 +157,25 @@ def load_checkpoint(
 
     Args:
         path: the checkpoint file.
-        model: if given, its weights are loaded; its config must match the checkpoint's.
+        model: if given, its weights are loaded; it must be of the checkpoint's kind
+            (TinyDecoder or ModernDecoder) and its config must match the checkpoint's.
         optimizer: if given, its state is loaded.
         map_location: where tensors are loaded.
 
     Returns:
-        The checkpoint dict (``model``, ``optimizer``, ``model_config``, ``train_config``,
-        ``step``, ``history``, ``rng``; ``checksum`` when the file has one).
+        The checkpoint dict (``model``, ``optimizer``, ``model_kind``, ``model_config``,
+        ``train_config``, ``step``, ``history``, ``rng``; ``checksum`` when the file has one).
+        A file written before kinds were recorded has no ``model_kind``: it holds a
+        TinyDecoder.
 
     Raises:
         FileNotFoundError: no file at ``path`` (a folder included).
-        TypeError: ``path`` is not a str or Path, ``model`` is not a TinyDecoder, or
-            ``optimizer`` is not a torch optimizer.
+        TypeError: ``path`` is not a str or Path, ``model`` is neither a TinyDecoder nor a
+            ModernDecoder, or ``optimizer`` is not a torch optimizer.
         ValueError: the file is not a readable checkpoint; its stored checksum differs from
-            its content (the file was damaged after it was written); its ``model_config`` has
+            its content (the file was damaged after it was written); it holds another kind
+            of model than ``model`` (a TinyDecoder's into a ModernDecoder or the reverse:
+            the message names both kinds); an unknown ``model_kind``; its ``model_config`` has
             a field this version of the course does not know (written by another version);
             it was written for a model with a different config (the message lists the
             fields that differ); ``optimizer`` is not the optimizer of a model like the
@@ -155,15 +185,17 @@ def load_checkpoint(
     """
     if model is not None:
         model = check_instance(
-            unwrap_model(model), "model", TinyDecoder, "the model to load the weights into"
+            unwrap_model(model), "model", tuple(DECODER_CLASSES.values()), "the model to load into"
         )
     if optimizer is not None:
         check_instance(optimizer, "optimizer", torch.optim.Optimizer, "or None")
     state = _read(path, map_location)
     _check_is_checkpoint(state, path)
     _verify_checksum(state, path)
-    _check_known_fields(state["model_config"], path)
-    if model is not None:  # first: a different config (vocab_size, say) is named as such
+    kind = state.get("model_kind", DEFAULT_KIND)  # none: written before kinds were recorded
+    _check_known_fields(kind, state["model_config"], path)
+    if model is not None:  # first: another kind, then a different config, named as such
+        _check_same_kind(kind, model, path)
         _check_config_matches(state["model_config"], model, path)
     if optimizer is not None and state.get("optimizer") is not None:
         _check_optimizer_matches(state["optimizer"], optimizer, path)
@@ -191,7 +223,20 @@ def _check_is_checkpoint(state: object, path: object) -> None:
         )
 
 
-def _check_config_matches(saved: dict, model: TinyDecoder, path: object) -> None:
+def _check_same_kind(saved_kind: str, model: TinyDecoder | ModernDecoder, path: object) -> None:
+    """ValueError when the checkpoint holds another kind of model than ``model``."""
+    kind = model_kind(model)
+    if kind != saved_kind:
+        raise ValueError(
+            f"checkpoint {path} holds {describe_kind(saved_kind)}, but the model passed is "
+            f"{describe_kind(kind)}; its weights do not fit. Rebuild the checkpoint's own model "
+            "with model_from_checkpoint(path), or build "
+            f"{DECODER_CLASSES[saved_kind].__name__}({config_class(saved_kind).__name__}"
+            "(**checkpoint['model_config'])) and load into that"
+        )
+
+
+def _check_config_matches(saved: dict, model: TinyDecoder | ModernDecoder, path: object) -> None:
     """ValueError when ``model``'s config differs from the checkpoint's ``model_config``."""
     expected = asdict(model.config)
     differing = {k: (saved.get(k), v) for k, v in expected.items() if saved.get(k) != v}
@@ -201,7 +246,7 @@ def _check_config_matches(saved: dict, model: TinyDecoder, path: object) -> None
         )
         raise ValueError(
             f"checkpoint {path} was written for a different model config ({details}); "
-            f"build the model with ModelConfig(**checkpoint['model_config'])"
+            f"build the model with {type(model.config).__name__}(**checkpoint['model_config'])"
         )
 
 
@@ -252,15 +297,18 @@ def _read(path: object, map_location: object) -> object:
 
 def model_from_checkpoint(
     path: str | Path, map_location: torch.device | str = "cpu"
-) -> TinyDecoder:
-    """Rebuild a :class:`TinyDecoder` from a checkpoint's stored config and load its weights.
+) -> TinyDecoder | ModernDecoder:
+    """Rebuild the checkpoint's model from its stored kind and config, and load its weights:
+    a :class:`TinyDecoder` (``model_kind="tiny"``, and every file written before kinds were
+    recorded) or a :class:`~course_utils.modern_model.ModernDecoder` (``"modern"``).
 
     Raises:
         FileNotFoundError, TypeError, ValueError: as :func:`load_checkpoint` (a damaged
-            file, a config field this version does not know).
+            file, an unknown kind, a config field this version does not know).
     """
     state = load_checkpoint(path, map_location=map_location)
-    model = TinyDecoder(ModelConfig(**state["model_config"]))
+    kind = state.get("model_kind", DEFAULT_KIND)
+    model = build_decoder(config_class(kind)(**state["model_config"]))
     model.load_state_dict(state["model"])
     return model.to(map_location)
 
@@ -282,74 +330,23 @@ def add_checksum(path: str | Path) -> str:
     return state["checksum"]["sha256"]
 
 
-#: The checksum's algorithm and what it covers, stored next to the digest.
-_CHECKSUM_KIND = "sha256 of every tensor's dtype, shape and bytes and every value, keys sorted"
-
-
-def payload_sha256(state: object) -> str:
-    """SHA-256 (hex) of a checkpoint's content, whatever the file's bytes or the device.
-
-    Tensors contribute their dtype, shape and raw bytes (moved to the CPU, contiguous);
-    dicts their items in sorted key order; lists and tuples their items in order; other
-    values (str, int, float, bool, None) their type and ``repr``. The ``"checksum"`` entry
-    itself is left out. Two states hash the same exactly when every tensor is bit-identical
-    and every other value equal.
-    """
-    digest = hashlib.sha256()
-    if isinstance(state, dict):
-        state = {key: value for key, value in state.items() if key != "checksum"}
-    _feed(state, digest)
-    return digest.hexdigest()
-
-
-def _feed(value: object, digest) -> None:
-    if isinstance(value, torch.Tensor):
-        flat = value.detach().to("cpu").contiguous().reshape(-1)
-        digest.update(f"tensor {value.dtype} {tuple(value.shape)}:".encode())
-        digest.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
-    elif isinstance(value, dict):
-        keys = sorted(value, key=repr)
-        digest.update(f"dict {len(keys)}:".encode())
-        for key in keys:
-            _feed(key, digest)
-            _feed(value[key], digest)
-    elif isinstance(value, list | tuple):
-        digest.update(f"{type(value).__name__} {len(value)}:".encode())
-        for item in value:
-            _feed(item, digest)
-    else:
-        digest.update(f"{type(value).__name__} {value!r};".encode())
-
-
-def _with_checksum(state: dict) -> dict:
-    return {**state, "checksum": {"sha256": payload_sha256(state), "covers": _CHECKSUM_KIND}}
-
-
-def _verify_checksum(state: dict, path: object) -> None:
-    """ValueError when the stored checksum differs from the content; no checksum: unchecked."""
-    stored = state.get("checksum")
-    if stored is None:
-        return  # written before checksums existed: nothing records what it should hold
-    expected = stored.get("sha256") if isinstance(stored, dict) else None
-    actual = payload_sha256(state)
-    if expected != actual:
+def _check_known_fields(kind: object, saved: object, path: object) -> None:
+    """ValueError for an unknown ``model_kind``, or a ``model_config`` field this version's
+    config class of that kind does not have."""
+    if kind not in MODEL_KINDS:
         raise ValueError(
-            f"checkpoint {path} is damaged: its content no longer matches the checksum stored "
-            f"when it was written (sha256 {str(expected)[:12]}..., now {actual[:12]}...), so "
-            "some weights or settings changed on disk or in a copy; it was not loaded. Copy "
-            "it again from where it came from, or train again (`make checkpoint` rebuilds the "
-            "course's assets/checkpoints/baby.pt)"
+            f"checkpoint {path} has model_kind={kind!r}, which this version of the course does "
+            f"not know (it knows {list(MODEL_KINDS)}); the checkpoint was written by another "
+            "version of course_utils, or edited"
         )
-
-
-def _check_known_fields(saved: object, path: object) -> None:
-    """ValueError for a ``model_config`` field this version's ModelConfig does not have."""
-    known = [field.name for field in fields(ModelConfig)]
+    config_name = config_class(kind).__name__
+    known = [field.name for field in fields(config_class(kind))]
     unknown = [key for key in saved if key not in known] if isinstance(saved, dict) else []
     if unknown:
         raise ValueError(
-            f"checkpoint {path} has model_config field(s) {unknown} that this version of the "
-            f"course's ModelConfig does not know (it knows {known}); the checkpoint was "
+            f"checkpoint {path} ({kind} model) has model_config field(s) {unknown} that this "
+            f"version of the course's {config_name} does not know (it knows {known}); the "
+            "checkpoint was "
             "written by another version of course_utils. Update the course (git pull, then "
             "make setup) to load it, or load it with the version that wrote it"
         )
@@ -385,7 +382,7 @@ def _check_optimizer_matches(saved: dict, optimizer: torch.optim.Optimizer, path
         raise ValueError(
             f"checkpoint {path}: optimizer is not the optimizer of a model like the one this "
             f"checkpoint holds ({problem}); build the model from the checkpoint first, then "
-            "its optimizer: model = TinyDecoder(ModelConfig(**checkpoint['model_config'])); "
+            "its optimizer: model = model_from_checkpoint(path); "
             "optimizer = make_optimizer(model, train_config); load_checkpoint(path, model, "
             "optimizer). Nothing was loaded"
         )
