@@ -183,7 +183,7 @@ checkpoint: setup
 	$(PY) -m course_utils.train --config baby --checkpoint checkpoints/baby.pt \
 		--export assets/checkpoints/baby.pt
 
-# A recorded run that notebook 12 shows: assets/runs/<CONFIG>-<device>.json, e.g.
+# A recorded run that notebook 16 (the appendix) shows: assets/runs/<CONFIG>-<device>.json, e.g.
 # `make record CONFIG=gpu`; more flags through ARGS, e.g. ARGS="--device cpu --seed 1".
 record: setup
 	$(PY) -m course_utils.measure.record --config $(CONFIG) $(ARGS)
@@ -207,13 +207,13 @@ compare-blocks: setup
 	OMP_NUM_THREADS=1 $(PY) -m course_utils.measure.compare_blocks timing
 
 # Redo the `cpu` record and the 3 + 3 positional seed records, one after the other, with one
-# thread each (about 14 minutes measured; run it on an idle machine, then re-execute notebook 12).
+# thread each (about 14 minutes measured; run it on an idle machine, then re-execute notebook 16).
 # ARGS=--dry-run prints the commands.
 rerecord: setup
 	$(PY) scripts/rerecord.py $(ARGS)
 
 # A GPU's branches on the CPU (COURSE_REHEARSE=cuda-bf16 / cuda-fp16, course_utils/lab/rehearsal.py):
-# notebooks 12 and 13 top to bottom and make train / record / bench, each shrunk to seconds.
+# notebooks 12 and 16 top to bottom and make train / record / bench, each shrunk to seconds.
 # `make test` runs the same tests.
 rehearsal: setup
 	OMP_NUM_THREADS=1 $(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) tests/test_rehearsal*.py

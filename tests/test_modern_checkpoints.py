@@ -132,6 +132,34 @@ def test_train_runs_end_to_end_with_a_checkpoint(tmp_path, splits):
         assert torch.equal(a, b), name
 
 
+class OwnDecoder(torch.nn.Module):
+    """A learner's own model: trains with train(), but checkpoints do not hold it."""
+
+    def __init__(self):
+        super().__init__()
+        self.config = ModelConfig(**SIZES)
+        self.table = torch.nn.Embedding(20, 20)
+
+    def forward(self, ids, targets=None):
+        logits = self.table(ids)
+        return logits, torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def test_train_refuses_a_checkpoint_it_could_not_write_before_the_first_step(tmp_path, splits):
+    config = TrainConfig(batch_size=2, max_iters=4, eval_interval=2, eval_iters=1)
+    (tmp_path / "file").write_text("not a folder")
+    for model, path, error, pattern in (
+        (OwnDecoder(), tmp_path / "own.pt", TypeError, "hold a TinyDecoder or a ModernDecoder"),
+        (modern(), tmp_path, IsADirectoryError, "is a folder; name a file in it"),
+        (modern(), tmp_path / "file" / "m.pt", NotADirectoryError, "which is a file"),
+    ):
+        before = [p.clone() for p in model.parameters()]
+        with pytest.raises(error, match=pattern):
+            train(model, *splits, config, checkpoint_path=path, progress=False)
+        assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # no step
+    assert train(OwnDecoder(), *splits, config, progress=False).step == [2, 4]  # without: fine
+
+
 def test_resume_is_exact(tmp_path, splits):
     """N steps straight == N/2 steps, save, resume to N: same losses, same weights (dropout on,
     so the random state must come back too)."""

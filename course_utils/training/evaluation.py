@@ -44,7 +44,8 @@ def estimate_loss(
     once per split.
 
     Args:
-        model: a :class:`TinyDecoder`, possibly wrapped by ``torch.compile`` or DDP.
+        model: a :class:`TinyDecoder` or ModernDecoder, possibly wrapped by ``torch.compile``
+            or DDP.
         splits: name -> 1-D int64 token stream ``(N,)`` (already on ``device`` avoids a copy).
         config: ``batch_size``, ``eval_iters``, ``seed`` and ``autocast_dtype`` are used.
         device: where batches are made.

@@ -15,6 +15,7 @@ from course_utils.config import TrainConfig
 from course_utils.embedding import trusted_token_ids
 from course_utils.layers import LayerNorm
 from course_utils.model import TinyDecoder
+from course_utils.modern_model import ModernDecoder
 from course_utils.training.batches import DeviceBatches
 from course_utils.training.checkpoint import load_checkpoint, save_checkpoint
 from course_utils.training.distributed import (
@@ -153,7 +154,7 @@ def _flush_losses(pending: list[torch.Tensor], history: History, world_size: int
 
 
 def train(
-    model: TinyDecoder,
+    model: TinyDecoder | ModernDecoder,
     train_data: torch.Tensor,
     val_data: torch.Tensor,
     config: TrainConfig,
@@ -182,7 +183,9 @@ def train(
     ``train`` with the same arguments; every rank returns the same history.
 
     Args:
-        model: the :class:`TinyDecoder`, already on ``device`` (one already wrapped by
+        model: the :class:`TinyDecoder` or
+            :class:`~course_utils.modern_model.ModernDecoder` (its checkpoint records which),
+            already on ``device`` (one already wrapped by
             ``torch.compile`` works too; pass ``compile=True`` instead).
         train_data, val_data: 1-D int64 token streams (on any device).
         config: the run's settings; ``batch_size`` is per process.
@@ -205,19 +208,23 @@ def train(
 
     Raises:
         FileNotFoundError: ``resume`` without an existing checkpoint.
-        ValueError: the checkpoint was written for another model config, ``resume``
+        ValueError: the checkpoint holds another kind of model (a TinyDecoder's for a
+            ModernDecoder, or the reverse) or was written for another model config, ``resume``
             without ``checkpoint_path``, or bad data (checked before the first step by
             :func:`~course_utils.training.inputs.check_training_inputs`: a split shorter
             than ``block_size + 1``, ids outside ``[0, vocab_size)``, the model on another
             device).
         TypeError: float data, a config that is not a TrainConfig; a ``resume``,
             ``progress`` or ``compile`` that is not a bool (a string such as ``"no"`` would
-            count as True); an ``on_evaluation`` that is neither None nor callable. All of
-            these are checked before the first step.
+            count as True); an ``on_evaluation`` that is neither None nor callable; a
+            ``checkpoint_path`` for a model that is neither a TinyDecoder nor a ModernDecoder.
+            All of these are checked before the first step.
+        IsADirectoryError, NotADirectoryError: ``checkpoint_path`` is a folder or lies under a
+            file (checked before the first step).
     """
     _check_train_options(checkpoint_path, resume, progress, compile, on_evaluation)
     step_model: torch.nn.Module = model  # what is called each step (maybe compiled, DDP)
-    model = unwrap_model(model)  # the TinyDecoder: optimizer, checkpoints, config
+    model = unwrap_model(model)  # the decoder itself: optimizer, checkpoints, config
     train_data, val_data, device = check_training_inputs(  # bad data fail before any step
         model, train_data, val_data, config, device, checkpoint_path, max_steps
     )
@@ -279,7 +286,7 @@ def _check_train_options(checkpoint_path, resume, progress, compile, on_evaluati
 
 def _restore(
     checkpoint_path: str | Path | None,
-    model: TinyDecoder,
+    model: TinyDecoder | ModernDecoder,
     optimizer: torch.optim.Optimizer,
     batches: DeviceBatches,
     config: TrainConfig,
