@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_utils.exercises import solution_model as solution
+import course_utils.exercises.solution_model as solution
 from course_utils.exercises.judge import Case, judge
 from course_utils.exercises.nb08_module_judge import judge_module
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from course_utils.exercises import solution_model as solution
+import course_utils.exercises.solution_model as solution
 from course_utils.exercises.difference import Tolerance, difference
 from course_utils.exercises.judge import Case, judge
 from course_utils.exercises.nb08_module_judge import build, judge_module

@@ -15,8 +15,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+import course_utils.exercises.solution_model as solution
 from course_utils.config import ModelConfig
-from course_utils.exercises import solution_model as solution
 from course_utils.exercises.difference import difference
 from course_utils.exercises.judge import Case
 from course_utils.exercises.nb08_module_judge import judge_module, random_weights
