@@ -84,14 +84,12 @@ def test_show_ladder_writes_a_rung_only_when_asked(tmp_path, monkeypatch, capsys
     assert json.loads((tmp_path / "05-test.json").read_text())["val_loss"] == 2.5
 
 
-def _printed_rung(notebook: Path) -> float | None:
+def _ladder_output(notebook: Path) -> str:
+    """What the notebook's show_ladder cell printed."""
     for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
-        for output in cell.get("outputs", []):
-            text = "".join(output.get("text", ""))
-            found = re.search(r": validation loss (\d+\.\d+) nats/char \(ln V", text)
-            if found and "show_ladder" in "".join(cell["source"]):
-                return float(found.group(1))
-    return None
+        if "show_ladder(" in "".join(cell["source"]):
+            return "".join("".join(o.get("text", "")) for o in cell.get("outputs", []))
+    return ""
 
 
 @pytest.mark.parametrize("key", RUNGS)
@@ -99,7 +97,18 @@ def test_each_rung_is_committed_and_is_what_its_notebook_printed(key):
     path = ladder.LADDER_DIR / f"{key}.json"
     assert path.is_file(), f"no committed rung {path.name}: run `make course`"
     [notebook] = NOTEBOOKS.glob(f"{key[:2]}_*.ipynb")
-    assert _printed_rung(notebook) == round(json.loads(path.read_text())["val_loss"], 3)
+    printed = _ladder_output(notebook)
+    found = re.search(r": validation loss (\d+\.\d+) nats/char \(ln V", printed)
+    assert found, f"{notebook.name} printed no rung"
+    assert float(found.group(1)) == round(json.loads(path.read_text())["val_loss"], 3)
+    # the rung before, as the notebook printed it, is the committed one (else a notebook ran
+    # before the one ahead of it was re-measured: execute it again)
+    before = re.search(r"the rung before \((\d\d), .*\): (\d+\.\d+);", printed)
+    if key != RUNGS[0]:
+        previous = RUNGS[RUNGS.index(key) - 1]
+        assert before and before.group(1) == previous[:2], f"{notebook.name}: no rung before"
+        committed = json.loads((ladder.LADDER_DIR / f"{previous}.json").read_text())["val_loss"]
+        assert float(before.group(2)) == round(committed, 3), f"re-execute {notebook.name}"
 
 
 def test_the_ladder_falls_from_the_table_to_the_full_run():
