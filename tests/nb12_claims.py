@@ -1,16 +1,17 @@
-"""The sentences notebook 12 prints from its run's numbers, checked against those numbers.
+"""The sentences notebooks 12 and 16 print from their runs' numbers, checked against those numbers.
 
-Used on the committed notebook (tests/test_prose_numbers.py) and on the copies executed in
-each rehearsal mode (tests/test_rehearsal_notebooks.py): a printed claim that contradicts
-the numbers printed beside it fails, whatever the device.
+Used on the committed notebooks (tests/test_prose_numbers.py) and on the copies executed in
+each rehearsal mode (tests/test_rehearsal_notebooks.py): a printed claim that contradicts the
+numbers printed beside it fails, whatever the device.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 NUMBER = r"(-?\d+\.\d+)"
-LECTURE_TOKENS = 5000 * 64 * 256
+EVEN_PROMPT = "Romeo.\nBut soft! what light"  # notebook 12's heatmap prompt
 
 
 def code_output(cells: list[dict], marker: str) -> str:
@@ -32,104 +33,156 @@ def _find(pattern: str, text: str) -> tuple[str, ...]:
     return match.groups()
 
 
-def check_budget_and_gap_claims(cells: list[dict]) -> None:
-    """Cell "tokens_seen = ": passes, the train/validation gap and the budget sentence."""
-    history = code_output(cells, "for step, train_loss, val_loss in zip(history.step")
-    rows = re.findall(rf"step\s+\d+: train {NUMBER}, val {NUMBER}", history)
-    train, val = map(float, rows[-1])
-    budget = code_output(cells, "tokens_seen = ")
-    tokens, passes = _find(r"this run: ([\d,]+) training tokens = ([\d.e+-]+) passes", budget)
-    tokens, passes = int(tokens.replace(",", "")), float(passes)
-    gap, verdict = _find(
-        r"validation loss is ([+-]\d+\.\d+) nats/char from its training loss "
-        r"\((nearly equal|apart)\)",
-        budget,
-    )
-    assert abs(float(gap) - (val - train)) <= 1.5e-3, (gap, val, train)
-    assert (verdict == "nearly equal") == (abs(val - train) < 0.05)
-    if passes <= 1.5:
-        assert "at most about once, so it cannot memorise" in budget
-    else:
-        assert f"about {passes:.0f} times, so it can memorise" in budget
-    ratio = float(_find(r"Its budget is ([\d.e+-]+) times the lecture's", budget)[0])
-    assert ratio == float(f"{tokens / LECTURE_TOKENS:.2g}")
+# --- notebook 12 ------------------------------------------------------------------------------
 
 
-def check_table_claim(cells: list[dict]) -> None:
-    """Cell "table = dict(baselines)": below or above each baseline, as the numbers say."""
-    table = code_output(cells, "table = dict(baselines)")
-    rows = dict(
-        (name.strip(), (float(t), float(v)))
-        for name, t, v in re.findall(r"\| (.+?)\s+\| (\d+\.\d+) \| (\d+\.\d+) \|", table)
+def check_size_claim(cells: list[dict], rehearsing: bool) -> dict[str, int]:
+    """The device cell names the size of run; returns the printed TrainConfig's counts."""
+    printed = code_output(cells, "shrink = rehearsal_overrides()")
+    preset = _find(r"device \w+: the '(\w+)' size", printed)[0]
+    if rehearsing:
+        assert preset == "gpu", printed  # the GPU branch, taken on the CPU
+    assert "positional='learned'" in printed and "dropout=0.0" in printed  # the learner's model
+    counts = {
+        key: int(_find(rf"TrainConfig\(.*\b{key}=(\d+)", printed)[0])
+        for key in ("max_iters", "eval_interval", "eval_iters", "batch_size")
+    }
+    return counts
+
+
+def check_initial_loss_claim(cells: list[dict]) -> None:
+    """After GPT-2's initialisation the loss is near ln V, as the prose says."""
+    printed = code_output(cells, "model.apply(init_weights)\ninitial_weights")
+    constructed, gpt2, ln_v = map(
+        float,
+        _find(
+            rf"as constructed {NUMBER}, after GPT-2's initialisation {NUMBER}; ln V = {NUMBER}",
+            printed,
+        ),
     )
-    run = next(value for name, value in rows.items() if name.startswith("this run"))
-    for baseline, label in (
-        ("bigram (counts, add-one)", "the bigram's"),
-        ("uniform (ln V)", "uniform"),
-    ):
-        amount, side = _find(rf"{NUMBER} (below|above) {re.escape(label)}", table)
-        difference = rows[baseline][1] - run[1]
-        assert side == ("below" if difference >= 0 else "above"), (side, difference)
-        assert abs(float(amount) - abs(difference)) <= 1.5e-3
+    assert ln_v == round(math.log(84), 3)
+    assert abs(gpt2 - ln_v) < 0.15 and constructed > 0
+
+
+def check_plain_loop_claims(cells: list[dict], counts: dict[str, int]) -> None:
+    """The loop ran the budget the config printed, and reported every eval_interval steps."""
+    printed = code_output(cells, "for step in range(train_config.max_iters):")
+    reports = re.findall(r"step\s+(\d+): batch loss", printed)
+    expected = list(
+        range(counts["eval_interval"], counts["max_iters"] + 1, counts["eval_interval"])
+    )
+    assert [int(r) for r in reports] == expected, reports
+    assert int(_find(r"(\d+) steps in \d+ s", printed)[0]) == counts["max_iters"]
 
 
 def check_precision_claim(cells: list[dict], expected: str) -> None:
-    """The hand loop prints the precision that train() uses: ``expected`` (bf16/fp16/fp32)."""
-    printed = code_output(cells, "hand_steps = min(200")
-    assert f"precision {expected} on " in printed, printed[:500]
-    assert ("GradScaler" in printed) == (expected == "fp16")
+    """The cell before train() prints the precision train() uses: ``expected`` (fp32/bf16/fp16)."""
+    printed = code_output(cells, "precision = device_precision(")
+    assert f"train() on this machine: {expected}, " in printed, printed[:500]
+    assert ("with a gradient scaler" in printed) == (expected == "fp16")
 
 
-def check_hand_loop_claim(cells: list[dict]) -> None:
-    hand = code_output(cells, "hand_steps = min(200")
-    steps = int(_find(r"\n(\d+) steps: loss", "\n" + hand)[0])
-    same = code_output(cells, "first = history.batch_loss[:hand_steps]")
-    count = int(_find(r"the first (\d+) losses of train\(\) equal the loop's .*: True", same)[0])
-    assert count == steps or count == 20
+def check_equality_claims(cells: list[dict], counts: dict[str, int]) -> float:
+    """Plain loop and train(): the same first losses, the same validation loss within 0.05,
+    and the numbers of the sentences are the ones printed beside them. Returns the val loss."""
+    own = code_output(cells, "val_loss = estimate_loss(model, val_data)")
+    val, steps = _find(rf"after (\d+) steps: validation loss {NUMBER}", own)[::-1]
+    assert int(steps) == counts["max_iters"]
+    check = code_output(cells, "course_val = estimate_loss(course_model, val_data)")
+    first, allowed = map(
+        float, _find(r"largest difference ([\d.e+-]+) \(allowed ([\d.e+-]+)\)", check)
+    )
+    assert first < allowed
+    mine, course, gap = _find(
+        rf"your loop {NUMBER}, train\(\) {NUMBER}, a difference of {NUMBER} \(allowed 0.05\)", check
+    )
+    assert mine == val
+    assert abs(abs(float(mine) - float(course)) - float(gap)) <= 1.5e-3 and float(gap) < 0.05
+    ladder = code_output(cells, 'show_ladder("12-full-run"')
+    assert f"the whole decoder, full run: validation loss {val} nats/char" in ladder
+    below = float(_find(rf"validation loss is {NUMBER} nats/char below", ladder)[0])
+    assert abs(below - (math.log(84) - float(val))) <= 0.006
+    return float(val)
 
 
 def check_head_claims(cells: list[dict]) -> None:
-    """The sentence after each block's figure says what the head table says."""
-    table = code_output(cells, "verdicts = name_heads(")
-    heads = {}
-    # HeadName.describe(): "layer 0 head 1: previous character | best previous character
-    # (5.5x even), margin 1.73 over itself"
-    for layer, head, name, best, ratio, margin, runner in re.findall(
-        r"layer (\d+) head (\d+): (.+?)\s+\| best (.+?) \(([\d.]+)x even\), margin "
-        r"([\d.]+|inf) over (.+)",
-        table,
-    ):
-        heads[int(layer), int(head)] = (name.strip(), best, ratio, margin, runner.strip())
-    assert heads, table[:1000]
-    said = code_output(cells, 'head_titles=[f"head {v.head}: {v.name}"')
-    for layer, sentence in re.findall(r"Block (\d+): (.*)", said):
-        layer = int(layer)
-        named = {h: v for (lay, h), v in heads.items() if lay == layer}
-        mixed = sum(v[0] == "mixed" for v in named.values())
-        assert f"{mixed} of {len(named)} heads mixed" in sentence
-        for head, (name, best, ratio, margin, runner) in named.items():
-            if name != "mixed":
-                ratio_text = f"{float(ratio):.1f}"
-                assert (
-                    f"head {head} puts {ratio_text} times an even spread's weight on the {best} "
-                    f"({margin} times its runner-up, {runner})" in sentence
-                ), sentence
+    """Each head's sentence: weights in [0, 1], and the even spread is what the prompt gives."""
+    printed = code_output(cells, "plot_attention_heads(weights")
+    T = len(EVEN_PROMPT)
+    even = sum(1 / k for k in range(2, T + 1)) / (T - 1)
+    rows = re.findall(
+        rf"head (\d+): weight on the previous character {NUMBER}, on itself {NUMBER} "
+        rf"\(an even spread gives {NUMBER}\)",
+        printed,
+    )
+    assert rows, printed[:500]
+    for _, previous, itself, spread in rows:
+        assert 0 <= float(previous) <= 1 and 0 <= float(itself) <= 1
+        assert float(spread) == round(even, 2)
 
 
-def check_record_claims(cells: list[dict], rehearsing: bool) -> None:
-    listing = code_output(cells, "RECORD_MARGIN = record_margin(")
-    if rehearsing:
-        assert "is compared with: no record" in listing
-        comparison = code_output(cells, "shown = own or")
-        assert "no record of preset 'gpu' on cuda" in comparison
-        timing = code_output(cells, "explain_timing_gap(")
-        assert "no timing to compare with" in timing
+def check_checkpoint_claims(cells: list[dict]) -> None:
+    assert "reloaded logits are identical: True" in code_output(cells, "reloaded.load_state_dict(")
+    resumed = code_output(cells, "def tiny_run(")
+    assert "per-step losses identical: True" in resumed
+    assert "final weights identical:   True" in resumed
 
 
 def check_all(cells: list[dict], precision: str, rehearsing: bool) -> None:
-    check_budget_and_gap_claims(cells)
-    check_table_claim(cells)
+    counts = check_size_claim(cells, rehearsing)
+    check_initial_loss_claim(cells)
+    check_plain_loop_claims(cells, counts)
     check_precision_claim(cells, precision)
-    check_hand_loop_claim(cells)
+    check_equality_claims(cells, counts)
     check_head_claims(cells)
-    check_record_claims(cells, rehearsing)
+    check_checkpoint_claims(cells)
+
+
+# --- notebook 16, the appendix ----------------------------------------------------------------
+
+
+def check_appendix_rehearsal_claims(cells: list[dict], expected: str, rehearsing: bool) -> None:
+    """The switch's cell says which preset and precision the run takes."""
+    printed = code_output(cells, "describe_precision(precision, device)")
+    assert f"precision {expected} on " in printed, printed[:500]
+    assert ("GradScaler" in printed) == (expected == "fp16")
+    if rehearsing:
+        assert "acts as 'cuda': preset 'gpu'" in printed and "rehearsing CUDA" in printed
+    else:
+        assert "off (this machine runs as itself)" in printed
+
+
+def check_appendix_record_claims(cells: list[dict], rehearsing: bool) -> None:
+    """The replay is held to its record, or says that it has none (rehearsed runs never do)."""
+    replay = code_output(cells, "replay = train(replay_model")
+    timing = code_output(cells, "explain_timing_gap(")
+    if rehearsing:
+        assert "no record of preset 'gpu' on cuda" in replay
+        assert "no timing to compare with" in timing
+        return
+    live, recorded, gap, margin = map(
+        float,
+        _find(
+            rf"live val {NUMBER}, recorded {NUMBER}: difference ([+-]\d+\.\d+), margin "
+            rf"±{NUMBER}",
+            replay,
+        ),
+    )
+    assert abs(gap - (live - recorded)) <= 1.5e-3 and abs(gap) <= margin
+    assert "x the record's speed" in timing
+
+
+def check_appendix_timing_claims(cells: list[dict]) -> None:
+    """Each printed speed-up is the ratio of the two times printed beside it."""
+    printed = code_output(cells, "time_per_token(net, lengths, use_cache=False)")
+    rows = re.findall(rf"{NUMBER} ms without, {NUMBER} ms with the cache \({NUMBER}x\)", printed)
+    assert rows, printed[:500]
+    for without, with_cache, ratio in rows:
+        expected = float(without) / float(with_cache)
+        assert abs(float(ratio) - expected) <= 0.05 * expected + 0.1, (without, with_cache, ratio)
+
+
+def check_appendix(cells: list[dict], precision: str, rehearsing: bool) -> None:
+    check_appendix_rehearsal_claims(cells, precision, rehearsing)
+    check_appendix_record_claims(cells, rehearsing)
+    check_appendix_timing_claims(cells)

@@ -1,9 +1,10 @@
 """The GPU branches rehearsed on the CPU (COURSE_REHEARSE, course_utils/lab/rehearsal.py):
-notebooks 12 and 13 top to bottom and the commands make train / record / bench, in each mode.
+notebook 12 (training) and notebook 16 (the appendix: records, benchmark, generation timing)
+top to bottom, and the commands make train / record / bench, in each mode.
 
 Outputs are not compared (the run is shrunk to seconds); every cell runs and every assert in
-it; a failure names the notebook, the mode and the cell. Notebook 12's printed claims are
-checked against its own printed numbers (tests/nb12_claims.py).
+it; a failure names the notebook, the mode and the cell. The claims both notebooks print are
+checked against their own printed numbers (tests/nb12_claims.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from script_loader import load_script  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {
     "12": ROOT / "notebooks" / "12_training_tiny_decoder.ipynb",
-    "13": ROOT / "notebooks" / "13_generation.ipynb",
+    "16": ROOT / "notebooks" / "16_appendix.ipynb",
 }
 PRECISION = {"cuda-bf16": "bf16", "cuda-fp16": "fp16"}
 
@@ -60,10 +61,13 @@ def _execute(path: Path, mode: str, workdir: Path, monkeypatch) -> nbformat.Note
 @pytest.mark.parametrize("mode", REHEARSAL_MODES)
 @pytest.mark.parametrize("name", sorted(NOTEBOOKS))
 def test_notebook_runs_top_to_bottom_in_each_mode(name, mode, tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_MY_MODEL", str(tmp_path / "my_model"))  # the learner's parts
     notebook = _execute(NOTEBOOKS[name], mode, tmp_path, monkeypatch)
+    cells = json.loads(nbformat.writes(notebook))["cells"]
     if name == "12":
-        cells = json.loads(nbformat.writes(notebook))["cells"]
         nb12_claims.check_all(cells, PRECISION[mode], rehearsing=True)
+    else:
+        nb12_claims.check_appendix(cells, PRECISION[mode], rehearsing=True)
 
 
 @pytest.mark.parametrize("mode", REHEARSAL_MODES)
