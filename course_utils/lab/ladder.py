@@ -144,7 +144,7 @@ def recorded_rungs() -> dict[str, dict]:
     return rungs
 
 
-def show_ladder(key: str, label: str, val_loss: float) -> plt.Figure:
+def show_ladder(key: str, label: str, val_loss: float, *, same_budget: bool = True) -> plt.Figure:
     """Print this notebook's rung and draw the ladder: earlier rungs (committed) and this one.
 
     Args:
@@ -152,6 +152,8 @@ def show_ladder(key: str, label: str, val_loss: float) -> plt.Figure:
             rungs are drawn in key order, those after ``key`` are left out.
         label: what the part adds, e.g. ``"+ one self-attention head"``.
         val_loss: this rung's validation loss, from :func:`train_briefly` (or a longer run).
+        same_budget: False for a rung trained longer than :data:`LADDER` (notebook 12's full
+            run); the comparison with the rung before then says so.
 
     Returns:
         The figure (also shown inline).
@@ -173,7 +175,7 @@ def show_ladder(key: str, label: str, val_loss: float) -> plt.Figure:
         print(
             f"the rung before ({earlier[-1][:2]}, {before['label']}): {before['val_loss']:.3f}; "
             f"this model is {abs(change):.3f} {'lower' if change <= 0 else 'higher'} "
-            "with the same budget"
+            + ("with the same budget" if same_budget else "after a longer run than the ladder's")
         )
     return _draw(rungs, key)
 
