@@ -100,7 +100,8 @@ def test_each_rung_is_committed_and_is_what_its_notebook_printed(key):
     printed = _ladder_output(notebook)
     found = re.search(r": validation loss (\d+\.\d+) nats/char \(ln V", printed)
     assert found, f"{notebook.name} printed no rung"
-    assert float(found.group(1)) == round(json.loads(path.read_text())["val_loss"], 3)
+    # printed to 3 decimals; the file keeps more (0.0006: a value on a rounding boundary)
+    assert abs(float(found.group(1)) - json.loads(path.read_text())["val_loss"]) <= 6e-4
     # the rung before, as the notebook printed it, is the committed one (else a notebook ran
     # before the one ahead of it was re-measured: execute it again)
     before = re.search(r"the rung before \((\d\d), .*\): (\d+\.\d+);", printed)
@@ -108,7 +109,7 @@ def test_each_rung_is_committed_and_is_what_its_notebook_printed(key):
         previous = RUNGS[RUNGS.index(key) - 1]
         assert before and before.group(1) == previous[:2], f"{notebook.name}: no rung before"
         committed = json.loads((ladder.LADDER_DIR / f"{previous}.json").read_text())["val_loss"]
-        assert float(before.group(2)) == round(committed, 3), f"re-execute {notebook.name}"
+        assert abs(float(before.group(2)) - committed) <= 6e-4, f"re-execute {notebook.name}"
 
 
 def test_the_ladder_falls_from_the_table_to_the_full_run():

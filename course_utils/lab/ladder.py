@@ -194,7 +194,7 @@ def _check_rung(key: object, label: object, val_loss: object) -> tuple[str, str,
 
 def _write_rung(key: str, label: str, val_loss: float) -> None:
     LADDER_DIR.mkdir(parents=True, exist_ok=True)
-    record = {"label": label, "val_loss": round(val_loss, 4), "notebook": key[:2]}
+    record = {"label": label, "val_loss": round(val_loss, 6), "notebook": key[:2]}
     (LADDER_DIR / f"{key}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
