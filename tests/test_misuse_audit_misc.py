@@ -11,7 +11,6 @@ from course_utils.checks import check_choice, check_float_dtype
 from course_utils.config import ModelConfig, TrainConfig
 from course_utils.encoder_decoder import EncoderBlock, EncoderDecoder, EncoderDecoderConfig
 from course_utils.lab.device import get_device
-from course_utils.lab.head_names import head_pattern_scores
 from course_utils.lab.pretrained import attention_maps
 from course_utils.layers import FeedForward
 from course_utils.model import TinyDecoder
@@ -142,12 +141,6 @@ CASES = [
         lambda: attention_maps(tiny_model(), "tok", "hi"),
         TypeError,
         r"tokenizer must be a tokenizer with an encode method.*got str",
-    ),
-    (
-        "head_pattern_scores_swapped",
-        lambda: head_pattern_scores(TOK, tiny_model(), ["hello world"]),
-        TypeError,
-        r"model must be a TinyDecoder, got CharTokenizer; the model and the tokenizer look",
     ),
     (
         "grad_scaler_gpu",

@@ -37,7 +37,6 @@ from course_utils.lab import (
     curves,
     diagram,
     environment,
-    head_names,
     pretrained,
     shapes,
     viz,
@@ -574,14 +573,6 @@ TYPES = [
         "list",
     ),
     case(
-        "head_scores_one_str",
-        lambda: head_names.head_pattern_scores(model(), TOK, "hello world"),
-        TypeError,
-        "texts",
-        "str",
-        "[text]",
-    ),
-    case(
         "pattern_pairs_bytes",
         lambda: pretrained.pattern_pairs(b"hello"),
         TypeError,
@@ -902,13 +893,6 @@ DEGENERATE = [
         lambda: estimate_loss(model(), {}, run()),
         ValueError,
         "splits",
-        "empty",
-    ),
-    case(
-        "head_scores_no_texts",
-        lambda: head_names.head_pattern_scores(model(), TOK, []),
-        ValueError,
-        "texts",
         "empty",
     ),
     case(

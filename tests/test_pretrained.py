@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from course_utils.config import ModelConfig
-from course_utils.lab import head_names, pretrained
+from course_utils.lab import pretrained
 from course_utils.lab.assets import asset_path
 from course_utils.model import TinyDecoder
 from course_utils.tokenization import CharTokenizer
@@ -92,37 +92,6 @@ def synthetic_maps(text: str, offsets: list[int]) -> torch.Tensor:
         for i in range(T):
             maps[0, j, i, max(i - offset, 0)] = 1.0
     return maps
-
-
-def test_head_pattern_scores_recognise_synthetic_heads(monkeypatch):
-    # Head 0 attends to itself, head 1 to the previous character: each must score 1 on its
-    # own pattern and 0 on the other.
-    text = "the cat sat on the mat"
-    monkeypatch.setattr(
-        head_names, "attention_maps", lambda model, tok, t: synthetic_maps(t, [0, 1])
-    )
-    scores, baseline = head_names.head_pattern_scores(None, None, [text])
-    assert scores["itself"][0].tolist() == [1.0, 0.0]
-    assert scores["previous character"][0].tolist() == [0.0, 1.0]
-    assert scores["start of the word"][0].tolist() == [0.0, 0.0]
-    expected = sum(1 / (i + 1) for i in range(1, len(text))) / (len(text) - 1)
-    assert baseline["itself"] == pytest.approx(expected)
-
-
-def test_head_pattern_scores_on_a_uniform_head_equal_the_baseline(monkeypatch):
-    text = "the cat sat on the mat"
-    T = len(text)
-    uniform = torch.ones(T, T).tril() / torch.arange(1, T + 1)[:, None]  # row i: 1/(i+1)
-    monkeypatch.setattr(head_names, "attention_maps", lambda m, tok, t: uniform[None, None])
-    scores, baseline = head_names.head_pattern_scores(None, None, [text])
-    for name in pretrained.HEAD_PATTERNS:
-        assert scores[name].item() == pytest.approx(baseline[name], rel=1e-6)
-
-
-def test_head_pattern_scores_need_pairs_of_every_pattern(small):
-    model, tokenizer = small
-    with pytest.raises(ValueError, match="no text has a"):
-        head_names.head_pattern_scores(model, tokenizer, ["to"])
 
 
 def test_corpus_windows_are_seeded_slices():

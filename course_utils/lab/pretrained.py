@@ -2,9 +2,8 @@
 
 Notebooks before 12 use it to show what *trained* attention heads do, and notebook 13 to
 generate text, without training anything themselves. :func:`pattern_pairs` gives the named
-positions a head may attend to (the previous character, the start of the word, ...), and
-:mod:`course_utils.lab.head_names` measures how much each head attends to them
-(``head_pattern_scores``) and names the heads from these numbers. The weights live in
+positions a head may attend to (the previous character, the start of the word, ...), so a
+notebook can measure how much each head attends to them. The weights live in
 ``assets/checkpoints/baby.pt``; the tokenizer is rebuilt from the corpus (a sorted character
 vocabulary, so the ids are the ones the model was trained with).
 """
@@ -157,7 +156,7 @@ def pattern_pairs(text: str) -> dict[str, list[tuple[int, int]]]:
 
 def corpus_windows(text: str, n: int, length: int, seed: int = 0) -> list[str]:
     """``n`` windows of ``length`` characters from ``text`` at random places (seeded), e.g.
-    to average :func:`course_utils.lab.head_names.head_pattern_scores` over more than one sentence.
+    to average a head's measured weights over more than one sentence.
 
     Raises:
         TypeError: ``text`` is not a str, or ``n``, ``length`` or ``seed`` is not an int.
