@@ -177,3 +177,56 @@ def test_each_part_has_a_solution_cell_equal_to_the_solution_file(name):
     cells = _solution_cells(notebook)
     assert name in cells, f"{notebook.name} has no '# Solution' cell defining {name}"
     assert textwrap.dedent(cells[name]).strip() == parts.solution_source(name).strip()
+
+
+def test_the_assembled_decoder_trained_by_a_plain_loop_reaches_train_s_loss():
+    """Issue 30's measure at a budget of seconds: notebook 12's plain loop on the learner's
+    decoder (the course's solutions assembled) and train() on TinyDecoder, from the same
+    weights and batches, reach the same validation loss (within 0.05; here they agree to
+    rounding)."""
+    from course_utils.config import get_config
+    from course_utils.lab.ladder import ladder_data, validation_loss
+    from course_utils.training import train
+    from course_utils.training.schedule import learning_rate_at
+
+    data = ladder_data()
+    sizes = dict(block_size=16, d_model=32, n_heads=4, n_layers=2, batch_size=16)
+    model_config, config = get_config(
+        "cpu", data.vocab_size, positional="learned", dropout=0.0, max_iters=120,
+        eval_interval=120, eval_iters=2, **sizes,
+    )  # fmt: skip
+    torch.manual_seed(config.seed)
+    mine = solution_model.Decoder(
+        data.vocab_size, 16, 32, 4, 2, model_config.d_ff
+    )  # as notebook 12: GPT-2's initialisation, then the same start for both
+    for module in mine.modules():
+        if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+            torch.nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, torch.nn.Linear) and module.bias is not None:
+            torch.nn.init.zeros_(module.bias)
+    course = TinyDecoder(model_config)
+    course.load_state_dict(mine.state_dict())
+
+    decay = [p for p in mine.parameters() if p.dim() >= 2]
+    rest = [p for p in mine.parameters() if p.dim() < 2]
+    groups = [
+        {"params": decay, "weight_decay": config.weight_decay},
+        {"params": rest, "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, betas=(0.9, config.beta2))
+    generator = torch.Generator().manual_seed(config.seed)
+    losses = []
+    for step in range(config.max_iters):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate_at(step, config)
+        starts = torch.randint(len(data.train) - 16, (16,), generator=generator)
+        offsets = starts[:, None] + torch.arange(16)
+        _, loss = mine(data.train[offsets], data.train[offsets + 1])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(mine.parameters(), config.grad_clip)
+        optimizer.step()
+        losses.append(loss.item())
+    history = train(course, data.train, data.val, config, progress=False)
+    assert max(abs(a - b) for a, b in zip(losses[:20], history.batch_loss[:20])) < 1e-4
+    assert abs(validation_loss(mine) - validation_loss(course)) < 0.05
