@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import checker_verdict
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,10 +17,9 @@ from course_utils.exercises.nb02_embeddings import LOGIT_TABLE_MISTAKES, NEAREST
 
 
 def verdict(checker, answer, capsys) -> tuple[bool, str]:
-    result = checker(answer)
-    out = capsys.readouterr().out
-    assert "checker itself failed" not in out, out
-    assert out.count("\n") == 1, out  # one line, always
+    """The shared verdict, and one more check here: the checker prints one line, always."""
+    result, out = checker_verdict.verdict(checker, answer, capsys)
+    assert out.count("\n") == 1, out
     return result, out
 
 

@@ -7,38 +7,22 @@ import math
 
 import pytest
 import torch
+from checker_verdict import assert_named, assert_unfinished_reported, catalogue_params, verdict
 
 from course_utils.exercises import check_pe_shift_matrix, check_sinusoidal_table
 from course_utils.exercises.nb03_positional_encoding import SHIFT_MISTAKES, TABLE_MISTAKES
 from course_utils.positional import pe_shift_matrix, sinusoidal_positional_encoding
 
-
-def verdict(checker, function, capsys) -> tuple[bool, str]:
-    result = checker(function)
-    out = capsys.readouterr().out
-    assert "checker itself failed" not in out, out
-    return result, out
-
-
 CATALOGUES = [(check_sinusoidal_table, TABLE_MISTAKES), (check_pe_shift_matrix, SHIFT_MISTAKES)]
 
 
-@pytest.mark.parametrize(
-    ("checker", "message", "wrong"),
-    [(checker, m, w) for checker, mistakes in CATALOGUES for m, w in mistakes],
-    ids=[f"{c.__name__}-{i}" for c, mistakes in CATALOGUES for i in range(len(mistakes))],
-)
+@pytest.mark.parametrize(("checker", "message", "wrong"), **catalogue_params(CATALOGUES))
 def test_each_catalogued_mistake_is_named(checker, message, wrong, capsys):
-    passed, out = verdict(checker, wrong, capsys)
-    assert not passed and f"looks like {message}" in out, out
+    assert_named(checker, wrong, message, capsys)
 
 
 def test_unfinished_exercises_are_reported_not_raised(capsys):
-    def stub(*args):
-        raise NotImplementedError  # your code here
-
-    for checker, _ in CATALOGUES:
-        assert verdict(checker, stub, capsys)[1].endswith(": not implemented yet\n")
+    assert_unfinished_reported(CATALOGUES, capsys)
 
 
 # --- the sinusoidal table --------------------------------------------------------------------

@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from checker_verdict import verdict
 from torch import nn
 
 from course_utils.exercises import check_merge_heads, check_multi_head_attention
@@ -21,13 +22,6 @@ def scratch_parts(tmp_path, monkeypatch):
     """Parts that pass are saved: into a scratch folder, never the repository."""
     monkeypatch.setenv("COURSE_MY_MODEL", str(tmp_path / "my_model"))
     return tmp_path / "my_model"
-
-
-def verdict(checker, answer, capsys) -> tuple[bool, str]:
-    result = checker(answer)
-    out = capsys.readouterr().out
-    assert "checker itself failed" not in out, out
-    return result, out
 
 
 # --- merge_heads ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from checker_verdict import assert_named, unfinished, verdict
 from torch import nn
 
 from course_utils.exercises import (
@@ -43,22 +44,6 @@ def scratch_parts(tmp_path, monkeypatch):
     """Parts that pass are saved: into a scratch folder, never the repository."""
     monkeypatch.setenv("COURSE_MY_MODEL", str(tmp_path / "my_model"))
     return tmp_path / "my_model"
-
-
-def verdict(checker, function, capsys) -> tuple[bool, str]:
-    result = checker(function)
-    out = capsys.readouterr().out
-    assert "checker itself failed" not in out, out
-    return result, out
-
-
-def unfinished(*args):
-    raise NotImplementedError  # your code here
-
-
-def named(checker, wrong, message, capsys):
-    ok, out = verdict(checker, wrong, capsys)
-    assert not ok and f"looks like {message}" in out, out
 
 
 # --- 09: LayerNorm ------------------------------------------------------------------------
@@ -102,7 +87,7 @@ def test_layer_norm_accepts_right_answers(part, capsys):
 @pytest.mark.parametrize("index", range(len(_LAYER_NORM_MISTAKES)))
 def test_layer_norm_names_each_catalogued_mistake(index, capsys):
     message, wrong = _LAYER_NORM_MISTAKES[index]
-    named(check_layer_norm, wrong, message, capsys)
+    assert_named(check_layer_norm, wrong, message, capsys)
 
 
 def test_layer_norm_names_the_popular_one_liner_and_a_hard_coded_eps(capsys):
@@ -161,7 +146,7 @@ def test_pre_ln_residual_accepts_right_answers(capsys):
 @pytest.mark.parametrize("index", range(len(_PRE_LN_MISTAKES)))
 def test_pre_ln_residual_names_each_catalogued_mistake(index, capsys):
     message, wrong = _PRE_LN_MISTAKES[index]
-    named(check_pre_ln_residual, wrong, message, capsys)
+    assert_named(check_pre_ln_residual, wrong, message, capsys)
 
 
 # --- 10: FeedForward ----------------------------------------------------------------------
@@ -199,7 +184,7 @@ def test_feed_forward_accepts_gpt2_s_tanh_gelu(capsys):
 @pytest.mark.parametrize("index", range(len(_FEED_FORWARD_MISTAKES)))
 def test_feed_forward_names_each_catalogued_mistake(index, capsys):
     message, wrong = _FEED_FORWARD_MISTAKES[index]
-    named(check_feed_forward, wrong, message, capsys)
+    assert_named(check_feed_forward, wrong, message, capsys)
 
 
 def test_feed_forward_names_raw_weights_and_stubs(capsys):
@@ -253,7 +238,7 @@ def test_block_parameter_count_accepts_right_variants(right, capsys):
 
 @pytest.mark.parametrize(("message", "wrong"), _BLOCK_COUNT_MISTAKES)
 def test_block_parameter_count_names_each_mistake(message, wrong, capsys):
-    named(check_block_parameter_count, wrong, message, capsys)
+    assert_named(check_block_parameter_count, wrong, message, capsys)
 
 
 def test_block_parameter_count_names_types_constants_and_stubs(capsys):
@@ -311,7 +296,7 @@ def test_block_accepts_right_answers(part, capsys):
 @pytest.mark.parametrize("index", range(len(_BLOCK_MISTAKES)))
 def test_block_names_each_catalogued_mistake(index, capsys):
     message, order = _BLOCK_MISTAKES[index]
-    named(check_block, _block_mistake(order), message, capsys)
+    assert_named(check_block, _block_mistake(order), message, capsys)
 
 
 def test_block_names_a_wrong_sublayer_first(capsys):
@@ -389,7 +374,7 @@ def test_decoder_accepts_right_answers(part, capsys):
 @pytest.mark.parametrize("index", range(len(_DECODER_MISTAKES)))
 def test_decoder_names_each_catalogued_mistake(index, capsys):
     message, change = _DECODER_MISTAKES[index]
-    named(check_decoder, _decoder_mistake(**change), message, capsys)
+    assert_named(check_decoder, _decoder_mistake(**change), message, capsys)
 
 
 def test_decoder_names_structural_mistakes(capsys):

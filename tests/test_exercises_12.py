@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from checker_verdict import assert_named, assert_unfinished_reported, catalogue_params, verdict
 
 from course_utils.exercises import check_estimate_loss, check_learning_rate, check_training_step
 from course_utils.exercises.nb12_training import (
@@ -17,14 +18,6 @@ from course_utils.exercises.nb12_training import (
 )
 from course_utils.training import learning_rate_at
 
-
-def verdict(checker, function, capsys) -> tuple[bool, str]:
-    result = checker(function)
-    out = capsys.readouterr().out
-    assert "checker itself failed" not in out, out
-    return result, out
-
-
 CATALOGUES = [
     (check_training_step, TRAINING_STEP_MISTAKES),
     (check_learning_rate, LEARNING_RATE_MISTAKES),
@@ -32,22 +25,13 @@ CATALOGUES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("checker", "message", "wrong"),
-    [(checker, m, w) for checker, mistakes in CATALOGUES for m, w in mistakes],
-    ids=[f"{c.__name__}-{i}" for c, mistakes in CATALOGUES for i in range(len(mistakes))],
-)
+@pytest.mark.parametrize(("checker", "message", "wrong"), **catalogue_params(CATALOGUES))
 def test_each_catalogued_mistake_is_named(checker, message, wrong, capsys):
-    passed, out = verdict(checker, wrong, capsys)
-    assert not passed and f"looks like {message}" in out, out
+    assert_named(checker, wrong, message, capsys)
 
 
 def test_unfinished_exercises_are_reported_not_raised(capsys):
-    def unfinished(*args):
-        raise NotImplementedError
-
-    for checker, _ in CATALOGUES:
-        assert verdict(checker, unfinished, capsys)[1].endswith(": not implemented yet\n")
+    assert_unfinished_reported(CATALOGUES, capsys)
 
 
 # --- one training step ----------------------------------------------------------------------

@@ -3,6 +3,7 @@ and rejects each plausible wrong one naming its mistake; never raises on a wrong
 
 from __future__ import annotations
 
+import checker_verdict
 import pytest
 import torch
 
@@ -10,8 +11,8 @@ from course_utils.exercises import check_generate_loop
 
 
 def verdict(function, capsys) -> tuple[bool, str]:
-    result = check_generate_loop(function)
-    return result, capsys.readouterr().out
+    """The shared verdict of ``check_generate_loop``, the only checker tested here."""
+    return checker_verdict.verdict(check_generate_loop, function, capsys)
 
 
 def make_generate(

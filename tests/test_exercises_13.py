@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from checker_verdict import assert_named, assert_unfinished_reported, catalogue_params, verdict
 
 from course_utils.exercises import check_append_to_cache, check_new_positions, check_top_p_filter
 from course_utils.exercises.nb13_generation import (
@@ -16,18 +17,6 @@ from course_utils.exercises.nb13_generation import (
 from course_utils.rotary import apply_rotary_embedding
 from course_utils.sampling import top_p_filter as course_top_p_filter
 
-
-def verdict(checker, function, capsys) -> tuple[bool, str]:
-    result = checker(function)
-    out = capsys.readouterr().out
-    assert "checker itself failed" not in out, out
-    return result, out
-
-
-def unfinished(*args):
-    raise NotImplementedError  # your code here
-
-
 CATALOGUES = [
     (check_append_to_cache, APPEND_TO_CACHE_MISTAKES),
     (check_new_positions, NEW_POSITIONS_MISTAKES),
@@ -35,19 +24,13 @@ CATALOGUES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("checker", "message", "wrong"),
-    [(checker, m, w) for checker, mistakes in CATALOGUES for m, w in mistakes],
-    ids=[f"{c.__name__}-{i}" for c, mistakes in CATALOGUES for i in range(len(mistakes))],
-)
+@pytest.mark.parametrize(("checker", "message", "wrong"), **catalogue_params(CATALOGUES))
 def test_each_catalogued_mistake_is_named(checker, message, wrong, capsys):
-    passed, out = verdict(checker, wrong, capsys)
-    assert not passed and f"looks like {message}" in out, out
+    assert_named(checker, wrong, message, capsys)
 
 
 def test_unfinished_exercises_are_reported_not_raised(capsys):
-    for checker, _ in CATALOGUES:
-        assert verdict(checker, unfinished, capsys)[1].endswith(": not implemented yet\n")
+    assert_unfinished_reported(CATALOGUES, capsys)
 
 
 # --- append to the cache ---------------------------------------------------------------

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from checker_verdict import assert_named, assert_unfinished_reported, catalogue_params, verdict
 
 from course_utils.attention import merge_heads, split_heads
 from course_utils.exercises import check_cross_attention, check_encoder_decoder_masks
@@ -16,36 +17,19 @@ from course_utils.exercises.nb14_encoder_decoder import (
     ENCODER_DECODER_MASKS_MISTAKES,
 )
 
-
-def verdict(checker, function, capsys) -> tuple[bool, str]:
-    result = checker(function)
-    out = capsys.readouterr().out
-    assert "checker itself failed" not in out, out
-    return result, out
-
-
 CATALOGUES = [
     (check_cross_attention, CROSS_ATTENTION_MISTAKES),
     (check_encoder_decoder_masks, ENCODER_DECODER_MASKS_MISTAKES),
 ]
 
 
-@pytest.mark.parametrize(
-    ("checker", "message", "wrong"),
-    [(checker, m, w) for checker, mistakes in CATALOGUES for m, w in mistakes],
-    ids=[f"{c.__name__}-{i}" for c, mistakes in CATALOGUES for i in range(len(mistakes))],
-)
+@pytest.mark.parametrize(("checker", "message", "wrong"), **catalogue_params(CATALOGUES))
 def test_each_catalogued_mistake_is_named(checker, message, wrong, capsys):
-    passed, out = verdict(checker, wrong, capsys)
-    assert not passed and f"looks like {message}" in out, out
+    assert_named(checker, wrong, message, capsys)
 
 
 def test_unfinished_exercises_are_reported_not_raised(capsys):
-    def unfinished(*args):
-        raise NotImplementedError
-
-    for checker, _ in CATALOGUES:
-        assert verdict(checker, unfinished, capsys)[1].endswith(": not implemented yet\n")
+    assert_unfinished_reported(CATALOGUES, capsys)
 
 
 # --- cross-attention ------------------------------------------------------------------------
