@@ -32,7 +32,6 @@ from course_utils.exercises.nb06_masking import (
 )
 from course_utils.exercises.nb07_softmax_and_weighted_values import (
     check_attention,
-    check_attention_output,
     check_stable_softmax,
 )
 from course_utils.exercises.nb08_concat_and_w_o import check_merge_heads, check_multi_head_attention
@@ -82,7 +81,6 @@ __all__ = [
     "check_masked_softmax",
     "check_stable_softmax",
     "check_attention",
-    "check_attention_output",
     "check_merge_heads",
     "check_multi_head_attention",
     "check_layer_norm",

@@ -67,56 +67,6 @@ def check_stable_softmax(stable_softmax: Callable) -> bool:
     return run_check("stable softmax", attempt)
 
 
-def check_attention_output(attention: Callable) -> bool:
-    """Check ``attention(q, k, v)`` -> ``(output, weights)``, Eq. 1 of §3.2.1:
-    ``weights = softmax(q k^T / sqrt(d_k))`` over the keys, ``output = weights @ v``.
-
-    Uses q ``(2, 3, 4, 8)``, k ``(2, 3, 5, 8)``, v ``(2, 3, 5, 6)``: T_q=4, T_k=5, d_k=8 and
-    d_v=6 all differ, so a softmax over the wrong axis, a missing scale or a product in the
-    wrong order is caught.
-    """
-
-    def attempt() -> str | None:
-        generator = torch.Generator().manual_seed(8)
-        shapes = ((4, 8), (5, 8), (5, 6))  # (T_q, d_k), (T_k, d_k), (T_k, d_v)
-        q, k, v = (torch.randn(2, 3, t, d, generator=generator) for t, d in shapes)
-        weights = torch.softmax(q @ k.transpose(-2, -1) / 8**0.5, dim=-1)  # (B, h, T_q, T_k)
-        try:
-            result = attention(q.clone(), k.clone(), v.clone())
-        except RuntimeError as error:
-            try:
-                v @ weights  # the product in the wrong order: does it fail the same way?
-            except RuntimeError as same:
-                if str(same) != str(error):
-                    raise error from None
-            else:
-                raise
-            return (
-                f"raised RuntimeError: {error}. The output is weights @ v: (T_q, T_k) @ "
-                "(T_k, d_v) -> (T_q, d_v); the weights come first"
-            )
-        if not (isinstance(result, tuple) and len(result) == 2):
-            return f"attention should return a tuple (output, weights), got {type(result).__name__}"
-        problem = compare(result[1], weights, "weights")
-        if problem:
-            raw = q @ k.transpose(-2, -1)
-            hints = {
-                "the scores are not divided by sqrt(d_k)": torch.softmax(raw, dim=-1),
-                "the softmax runs over the queries (dim=-2); it runs over the keys, the last "
-                "axis": torch.softmax(raw / 8**0.5, dim=-2),
-                "the scores are divided by d_k; divide by sqrt(d_k)": torch.softmax(
-                    raw / 8, dim=-1
-                ),
-            }
-            for hint, wrong in hints.items():
-                if compare(result[1], wrong) is None:
-                    return f"{problem}; {hint}"
-            return problem
-        return compare(result[0], weights @ v, "output")
-
-    return run_check("attention output", attempt)
-
-
 # --- the part attention(q, k, v, causal=True) ---------------------------------------------------
 
 _NEG_INF = float("-inf")
