@@ -116,3 +116,32 @@ def describe_device(device: torch.device | str) -> str:
         return "mps: Apple GPU"
     threads = torch.get_num_threads()
     return f"cpu: {threads} thread{'s' if threads != 1 else ''}"
+
+
+def device_config(device: torch.device | str, vocab_size: int, **overrides):
+    """The size of run a notebook trains on ``device``: the ``gpu`` preset on CUDA, the ``cpu``
+    preset elsewhere (:data:`course_utils.config.PRESETS`).
+
+    The course's tests take the GPU branch on a CPU with the rehearsal switch
+    (``COURSE_REHEARSE``, :mod:`course_utils.lab.rehearsal`): then the ``gpu`` preset, shrunk to
+    a run of seconds.
+
+    Args:
+        device: where the run trains.
+        vocab_size: the tokenizer's vocabulary size V.
+        **overrides: fields of either config, as :func:`course_utils.config.get_config` takes.
+
+    Returns:
+        ``(preset name, ModelConfig, TrainConfig)``.
+
+    Raises:
+        ValueError: an unknown ``COURSE_REHEARSE`` value, or an override ``get_config`` refuses.
+    """
+    from course_utils.config import get_config
+    from course_utils.lab.rehearsal import acting_device_type, rehearsal_overrides
+
+    preset = "gpu" if acting_device_type(device) == "cuda" else "cpu"
+    model_config, train_config = get_config(
+        preset, vocab_size, **{**overrides, **rehearsal_overrides()}
+    )
+    return preset, model_config, train_config

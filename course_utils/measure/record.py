@@ -19,9 +19,12 @@ Schema 1 (every key is always present; ``null`` where noted)::
     device {type, name, capability [major, minor] or null},
     versions {python, torch, cuda or null}, precision ("bf16" | "fp16" | "fp32"), seed,
     model_config {...}, train_config {...} (eval_iters: batches per evaluation),
-    parameters, evaluations [{step, train_loss, val_loss, elapsed_s}],
+    parameters, evaluations [{step, train_loss, val_loss, elapsed_s, train_s (optional: seconds
+    in training steps so far)}],
     final {train_loss, val_loss, eval_batches},
-    timing {ms_per_step, tokens_per_s, flops_per_token, mfu or null, train_s, wall_s},
+    timing {ms_per_step, tokens_per_s, flops_per_token, mfu or null, train_s, wall_s;
+    optional: ms_per_step_steady and mfu_steady, after the first evaluation, so without
+    ``torch.compile``'s compilation and the first kernels' warm-up},
     samples [{prompt, text, temperature, top_k, seed}],
     conditions {cpu_model, cpu_count, usable_cpus, threads, load_start, load_mean, load_max,
     rehearsal, platform} (see :mod:`course_utils.measure.record_conditions`; optional: a record
@@ -207,7 +210,7 @@ def record_run(argv: list[str] | None = None) -> tuple[dict, Path]:
             "val_loss": evaluations[-1]["val_loss"],
             "eval_batches": run.train_config.eval_iters,
         },
-        "timing": _timing(run, history, step_seconds, wall_started),
+        "timing": _timing(run, history, evaluations, step_seconds, wall_started),
         "samples": samples,
         "conditions": conditions,
     }
@@ -251,6 +254,7 @@ def _train_and_time(run: CommandRun, at_evaluation=None) -> tuple[list[dict], Hi
                 "train_loss": info["train"],
                 "val_loss": info["val"],
                 "elapsed_s": time.perf_counter() - train_started,
+                "train_s": time.perf_counter() - train_started - eval_seconds[0],
             }
         )
         print(f"step {info['step']:5d}: train {info['train']:.4f}, val {info['val']:.4f}")
@@ -261,17 +265,39 @@ def _train_and_time(run: CommandRun, at_evaluation=None) -> tuple[list[dict], Hi
     return evaluations, history, history.seconds - eval_seconds[0]
 
 
-def _timing(run: CommandRun, history: History, step_seconds: float, wall_started: float) -> dict:
+def steady_ms_per_step(evaluations: list[dict]) -> float | None:
+    """Milliseconds per step after the first evaluation: the first stretch holds the warm-up
+    (``torch.compile``'s compilation, CUDA's first kernels), this one only the steady state.
+
+    Uses each evaluation's ``train_s`` (seconds in training steps so far, evaluations taken
+    out). None with fewer than two evaluations.
+    """
+    if len(evaluations) < 2:
+        return None
+    first, last = evaluations[0], evaluations[-1]
+    return 1000.0 * (last["train_s"] - first["train_s"]) / (last["step"] - first["step"])
+
+
+def _timing(
+    run: CommandRun, history: History, evaluations: list[dict], step_seconds: float,
+    wall_started: float,
+) -> dict:
     """The record's ``timing``: time per step, tokens/s, FLOPs per token, MFU where the
     GPU's peak is known, seconds in :func:`train` and since ``wall_started``."""
     from course_utils.measure.benchmark import flops_per_token, peak_bf16_flops
 
     device = run.device
     tokens_per_s = history.tokens / step_seconds
+    tokens_per_step = history.tokens / run.train_config.max_iters
+    steady = steady_ms_per_step(evaluations)
     flops = flops_per_token(run.model)
     peak = peak_bf16_flops(torch.cuda.get_device_name(device))[0] if device.type == "cuda" else None
     return {
         "ms_per_step": 1000.0 * step_seconds / run.train_config.max_iters,
+        "ms_per_step_steady": steady,
+        "mfu_steady": (
+            flops * tokens_per_step / (steady / 1000.0) / peak if peak and steady else None
+        ),
         "tokens_per_s": tokens_per_s,
         "flops_per_token": flops,
         "mfu": flops * tokens_per_s / peak if peak else None,
@@ -377,6 +403,10 @@ def main(argv: list[str] | None = None) -> dict:
         f"batches); {timing['ms_per_step']:.1f} ms/step, {timing['tokens_per_s']:,.0f} "
         f"tokens/s, MFU {mfu}; training {timing['train_s']:.1f} s, wall {timing['wall_s']:.1f} s"
     )
+    if timing.get("ms_per_step_steady") is not None:
+        mfu = "n/a" if timing["mfu_steady"] is None else f"{100 * timing['mfu_steady']:.1f} %"
+        print(f"after the first evaluation (warm-up and compilation excluded): "
+              f"{timing['ms_per_step_steady']:.2f} ms/step, MFU {mfu}")
     print(f"record written to {out}")
     return record
 
