@@ -6,34 +6,33 @@ minute) included: every step has a time limit, and a step that reaches it is sto
 says so) while the later steps still run. A failing step does not stop the later ones either;
 the exit status is 1 if any step failed or was stopped.
 
-Part 1 (``make gpu-check``), the measurements (time limits, seconds):
+Part 1 (``make gpu-check``), the measurements (time limits, seconds; in brackets what each
+took on one H100 80GB HBM3 on 2026-11-26, logs/gpu-check-20261126-h100/):
 
-1. ``environment`` (15): torch, CUDA, the GPU, ``nvidia-smi``;
-2. ``record-gpu`` (170): ``make record CONFIG=gpu ARGS="--eval-iters 200"``, the ``gpu``
-   preset's record in bf16 (validation loss, ms/step, tokens/s, MFU). Estimate: 5000 steps of
-   B x T = 64 x 256 tokens at about 18 ms = 90 s, 11 evaluations x 2 splits x 200 batches at
-   about 6 ms = 26 s, start and samples about 15 s: about 130 s;
-3. ``record-gpu-fp16`` (65): the float16 + gradient-scaler path (a T4's), forced, over 1000
-   steps (``--max-iters 1000 --eval-interval 250``): its ms/step and tokens/s compare with
-   bf16's, its losses show the scaler keeps training finite and falling. Estimate about 45 s;
-4. ``bench`` (100): the key benchmark variants, eager and compiled: teaching and fast path in
-   bf16, the fast path in fp32, PyTorch's peer in bf16, eager; the fast path in bf16 compiled.
-   Estimate: 4 x 60 eager steps, about 15 s; one ``torch.compile``, 30-45 s; about 60 s;
-5. ``profile`` (40): a ``torch.profiler`` table of one training step of the ``gpu`` preset.
+1. ``environment`` (15) [4]: torch, CUDA, the GPU, ``nvidia-smi``;
+2. ``record-gpu`` (135) [107]: ``make record CONFIG=gpu ARGS="--eval-iters 200 --compile"``,
+   the ``gpu`` preset's record in bf16, compiled (validation loss, ms/step, tokens/s, MFU; the
+   steady ms/step and MFU leave out the first 500 steps, where compilation happens);
+3. ``record-gpu-fp16`` (55) [41]: the float16 + gradient-scaler path (a T4's), forced, over
+   1000 steps (``--max-iters 1000 --eval-interval 250``), eager: its ms/step and tokens/s
+   compare with bf16's, and its MFU is what the appendix's T4 estimate assumes;
+4. ``notebook-12`` (180) [158]: notebook 12 under strict nbval on CUDA (the learner's decoder
+   trained at the ``gpu`` size for 5000 steps, TF32);
+5. ``bench`` (45) [32]: the key benchmark variants, eager and compiled: teaching and fast path
+   in bf16, the fast path in fp32, PyTorch's peer in bf16, eager; the fast path in bf16
+   compiled;
+6. ``profile`` (20) [10]: a ``torch.profiler`` table of one training step of the ``gpu`` preset.
 
-Limits 390 s; with setup (~60 s) and start-up, under 8 minutes.
+Limits 450 s; with setup (``make setup TORCH=system WHEELS=DIR``: 30 s there), 480 s.
 
-Part 2 (``make gpu-check PART=2``): strict nbval of every notebook on CUDA.
+Part 2 (``make gpu-check PART=2``): strict nbval of every other notebook on CUDA.
 
 1. ``environment`` (15);
-2. ``notebooks`` (400): ``make test TESTS= JOBS=4``, every notebook under strict nbval, four
-   at a time, notebook 12 first (the others finish beside it). Estimate for notebook 12: 5200
-   training steps of the ``gpu`` preset at about 18 ms = 94 s, its evaluations about 15 s, its
-   benchmark cell 12 variants (six compiled, about 35 s each) about 230 s, start-up about 15 s:
-   about 350 s. The CPU unit tests stay in CI (``make test`` there).
+2. ``notebooks`` (400): ``make test TESTS= JOBS=4 NBVAL=...``, every notebook but 12 under
+   strict nbval, four at a time. On the H100 the first try ran out of the session's time
+   after 189 s, about 80 % of the cells done: not yet a full measurement.
 
-Limits 415 s; with setup, under 8 minutes. The estimates are not measurements: the first run on
-a GPU says how long each step took (``summary.txt``), and the limits should follow it.
+Limits 415 s; with setup, under 8 minutes. The CPU unit tests stay in CI (``make test``).
 
 Every step's output goes to one folder, ``--logs DIR`` (default
 ``logs/gpu-check-<UTC time>-part<N>/``): one log per step, ``summary.txt``, and a copy of every
@@ -61,7 +60,7 @@ from typing import NamedTuple
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 BUDGET_S = 8 * 60  # what one part may take, setup included
-SETUP_S = 60  # make setup TORCH=system WHEELS=DIR, estimated
+SETUP_S = 30  # make setup TORCH=system WHEELS=DIR, measured on an H100 machine
 RECORD_ARGS = "--eval-iters 200"
 FP16_ARGS = "--max-iters 1000 --eval-interval 250"
 KEY_VARIANTS = (
@@ -73,7 +72,8 @@ NOTEBOOK_12 = "notebooks/12_training_tiny_decoder.ipynb"
 
 def notebooks() -> list[str]:
     """Every notebook's repository path, in order."""
-    return sorted(str(p.relative_to(REPOSITORY)) for p in (REPOSITORY / "notebooks").glob("*.ipynb"))
+    paths = (REPOSITORY / "notebooks").glob("*.ipynb")
+    return sorted(str(p.relative_to(REPOSITORY)) for p in paths)
 
 
 # Where the steps write files worth keeping (copied into the log folder).
@@ -105,23 +105,23 @@ def planned_steps(
     fp16_out = f"assets/runs/gpu-{gpu_slug}-fp16.json"
     return [
         environment,
-        Step("record-gpu", f'{make} record CONFIG=gpu ARGS="{RECORD_ARGS} --compile"', 170),
+        Step("record-gpu", f'{make} record CONFIG=gpu ARGS="{RECORD_ARGS} --compile"', 135),
         Step(
             "record-gpu-fp16",
             f'{make} record CONFIG=gpu ARGS="{RECORD_ARGS} {FP16_ARGS} '
             f'--set autocast_dtype=float16 --out {fp16_out}"',
-            65,
+            55,
         ),
         Step("notebook-12", f"{make} test TESTS= JOBS=1 NBVAL={NOTEBOOK_12}", 180),
         Step(
             "bench",
             f"{python} benchmarks/train_throughput.py --device cuda --variants {KEY_VARIANTS}",
-            100,
+            45,
         ),
         Step(
             "profile",
             f"{python} -m course_utils.measure.benchmark_profile --config gpu --device cuda",
-            40,
+            20,
         ),
     ]
 

@@ -52,7 +52,7 @@ def check_size_claim(cells: list[dict], rehearsing: bool) -> dict[str, int]:
 
 def check_initial_loss_claim(cells: list[dict]) -> None:
     """After GPT-2's initialisation the loss is near ln V, as the prose says."""
-    printed = code_output(cells, "model.apply(init_weights)\ninitial_weights")
+    printed = code_output(cells, "initial_weights = copy.deepcopy")
     constructed, gpt2, ln_v = map(
         float,
         _find(

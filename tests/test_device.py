@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils.lab.device import describe_device, get_device, seed_everything
+from course_utils.lab.device import describe_device, device_config, get_device, seed_everything
 
 
 def test_auto_picks_an_available_device():
@@ -65,3 +65,16 @@ def test_seed_must_be_a_non_negative_int():
 def test_seed_of_another_type_raises_type_error(seed):
     with pytest.raises(TypeError, match=rf"seed must be an int, got {re.escape(repr(seed))}"):
         seed_everything(seed)
+
+
+def test_device_config_sizes_the_run_by_device(monkeypatch):
+    monkeypatch.delenv("COURSE_REHEARSE", raising=False)
+    preset, model, train = device_config("cpu", 84, positional="learned", dropout=0.0)
+    assert preset == "cpu" and model.positional == "learned" and model.dropout == 0.0
+    assert (model.d_model, train.max_iters) == (128, 1200)  # the baby model's size
+    monkeypatch.setenv("COURSE_REHEARSE", "cuda-bf16")  # the tests' stand-in for a GPU
+    preset, model, train = device_config("cpu", 84, positional="learned")
+    assert preset == "gpu" and model.positional == "learned" and train.max_iters <= 20
+    monkeypatch.setenv("COURSE_REHEARSE", "tpu")
+    with pytest.raises(ValueError, match="COURSE_REHEARSE"):
+        device_config("cpu", 84)

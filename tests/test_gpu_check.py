@@ -42,7 +42,8 @@ def test_dry_run_prints_every_step_without_torch(tmp_path):
     assert first.returncode == 0, first.stderr
     assert "logging to out/gpu/" in first.stdout
     for step in (
-        'make record CONFIG=gpu ARGS="--eval-iters 200"',
+        'make record CONFIG=gpu ARGS="--eval-iters 200 --compile"',
+        "make test TESTS= JOBS=1 NBVAL=notebooks/12_training_tiny_decoder.ipynb",
         "--max-iters 1000 --eval-interval 250 --set autocast_dtype=float16 --out assets/runs/gpu-",
         "benchmarks/train_throughput.py --device cuda --variants teaching:bfloat16:eager,",
         "fast:bfloat16:compiled",
@@ -51,7 +52,8 @@ def test_dry_run_prints_every_step_without_torch(tmp_path):
         assert step in first.stdout
     second = _run("--dry-run", "--part", "2", env=env)
     assert second.returncode == 0, second.stderr
-    assert "make test TESTS= JOBS=4" in second.stdout
+    assert "make test TESTS= JOBS=4" in second.stdout and "notebooks/16_appendix" in second.stdout
+    assert "12_training" not in second.stdout  # part 1 runs it
     assert "logs/gpu-check-" in second.stdout and "-part2/" in second.stdout
 
 

@@ -182,3 +182,51 @@ def test_notebook_11_temperature_numbers_match_the_output():
     printed = output_of(path, "for name, p in distributions.items():")
     assert find(rf"temperature 1\s+largest probability {NUMBER}", printed)[0] == low
     assert find(rf"temperature 0.1\s+largest probability {NUMBER}", printed)[0] == high
+
+
+def test_notebook_12_quotes_the_gpu_record():
+    """The sentence on the GPU run states the H100 record's validation loss, steps and seconds."""
+    text = markdown(NB12).replace("\n", " ")
+    loss, steps, seconds = find(
+        rf"one H100 .*? reaches a validation loss of {NUMBER} after (\d+) steps, with (\d+) s of "
+        "training steps",
+        text,
+    )
+    (record,) = [r for r in find_runs("gpu-*.json") if "H100" in r["device"]["name"]
+                 and r["precision"] == "bf16"]  # fmt: skip
+    assert float(loss) == round(record["final"]["val_loss"], 3)
+    assert int(steps) == record["train_config"]["max_iters"]
+    assert int(seconds) == round(record["timing"]["train_s"])
+
+
+def test_notebook_12_initial_loss_at_the_gpu_size():
+    """Notebook 12's note: at d_model 384 with every table at 0.02 the first loss is above 5;
+    with the tied table capped at 2.5 / d_model it is near ln V (within the cell's 0.15)."""
+    from torch import nn
+
+    from course_utils.config import get_config
+    from course_utils.exercises import solution_model
+    from course_utils.lab.ladder import ladder_data
+
+    assert "the first loss is above 5, not" in markdown(NB12).replace("\n", " ")
+    data = ladder_data()
+    model_config, train_config = get_config("gpu", data.vocab_size, positional="learned")
+    torch.manual_seed(train_config.seed)
+    model = solution_model.Decoder(
+        data.vocab_size,
+        model_config.block_size,
+        model_config.d_model,
+        model_config.n_heads,
+        model_config.n_layers,
+        model_config.d_ff,
+    )
+    for module in model.modules():  # the notebook's init_weights (GPT-2's)
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    starts = torch.randint(len(data.val) - 256, (16,), generator=torch.Generator().manual_seed(0))
+    windows = starts[:, None] + torch.arange(256)
+    x, y = data.val[windows], data.val[windows + 1]
+    with torch.no_grad():
+        assert model(x, y)[1].item() > 5.0
+        model.token_embedding.weight.mul_(min(1.0, 2.5 / model_config.d_model / 0.02))
+        assert abs(model(x, y)[1].item() - math.log(data.vocab_size)) < 0.15

@@ -14,6 +14,7 @@ import pytest
 
 from course_utils.config import PRESETS
 from course_utils.measure import record as rec
+from course_utils.measure import record_report as report
 from course_utils.measure.record_conditions import CONDITION_KEYS
 from course_utils.train import parse_settings
 
@@ -78,7 +79,15 @@ def test_the_record_holds_every_evaluation_and_consistent_timing(recorded):
     tokens_per_step = record["train_config"]["batch_size"] * record["model_config"]["block_size"]
     assert timing["tokens_per_s"] * timing["ms_per_step"] / 1000 == pytest.approx(tokens_per_step)
     assert timing["ms_per_step"] * 6 / 1000 <= timing["train_s"] <= timing["wall_s"]
-    assert timing["mfu"] is None  # no known peak on a CPU
+    assert timing["mfu"] is None and timing["mfu_steady"] is None  # no known peak on a CPU
+    # steady: the steps after the first evaluation, from each evaluation's training seconds
+    first, last = evaluations
+    assert 0 < first["train_s"] < last["train_s"]
+    assert timing["ms_per_step_steady"] == pytest.approx(
+        1000 * (last["train_s"] - first["train_s"]) / 3
+    )
+    assert last["elapsed_s"] - last["train_s"] > first["elapsed_s"] - first["train_s"] > 0
+    # (the evaluations' own time, taken out: it grows at each one)
     assert timing["flops_per_token"] > 6 * 32 * 32 * 12  # at least 6 N for one block
     assert f"final val loss {final['val_loss']:.4f}" in result.stdout
 
@@ -202,3 +211,31 @@ def test_plot_run_beside_a_live_history(recorded):
     assert left.get_ylabel() and left.get_xlabel() == "optimizer step"
     assert len(rec.plot_run_beside(record).axes) == 1
     plt.close("all")
+
+
+def test_steady_ms_per_step_needs_two_evaluations():
+    assert rec.steady_ms_per_step([{"step": 500, "train_s": 9.0}]) is None
+    two = [{"step": 500, "train_s": 9.0}, {"step": 5000, "train_s": 54.0}]
+    assert rec.steady_ms_per_step(two) == pytest.approx(10.0)  # 45 s over 4500 steps
+
+
+def test_t4_estimate_text_uses_the_float16_record_of_the_same_gpu(recorded):
+    record, _, _ = recorded
+    bf16 = _gpu_like(record, mfu=0.08)
+    bf16["device"] = {"type": "cuda", "name": "NVIDIA H100 80GB HBM3", "capability": [9, 0]}
+    bf16["precision"] = "bf16"
+    fp16 = json.loads(json.dumps(bf16))
+    fp16["precision"] = "fp16"
+    fp16["timing"]["mfu"] = 0.05
+    text = report.t4_estimate_text([bf16, fp16])
+    (line,) = text.splitlines()  # one estimate: the bf16 run's, at the fp16 run's MFU
+    minutes = report.t4_estimate_minutes(bf16, mfu=0.05)
+    assert line.startswith("ESTIMATE, not a measurement")
+    assert f"about {minutes:.0f} min" in line and "MFU 5.0 % of its float16 run" in line
+    assert "5000 steps x 16,384 tokens x 71.5 MFLOP/token" in line
+    other = json.loads(json.dumps(fp16))
+    other["device"]["name"] = "Tesla T4"  # another GPU's float16 run: not this one's partner
+    alone = report.t4_estimate_text([bf16, other])
+    assert f"about {report.t4_estimate_minutes(bf16):.0f} min" in alone
+    assert "bf16 run itself" in alone
+    assert report.t4_estimate_text([record]) == ""  # a CPU record: nothing to estimate

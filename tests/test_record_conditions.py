@@ -138,3 +138,13 @@ def test_rerecord_plans_seven_valid_commands():
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0
     assert done.stdout.count("--threads 1") == 7 and "[7/7]" in done.stdout
+
+
+def test_own_record_with_configs_chooses_only_the_same_run():
+    run = {"config_name": "gpu", "device": {"type": "cuda"}, "precision": "bf16",
+           "model_config": {"d_model": 384}, "train_config": {"max_iters": 5000}}  # fmt: skip
+    records = {"gpu-h100": run}
+    same = ({"d_model": 384}, {"max_iters": 5000})
+    assert own_record(records, "gpu", "cuda", "bf16", same) is run
+    shrunk = ({"d_model": 48}, {"max_iters": 20})  # the rehearsal switch's run
+    assert own_record(records, "gpu", "cuda", "bf16", shrunk) is None

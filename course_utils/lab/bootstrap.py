@@ -82,7 +82,9 @@ def kernel_problems(start: Path | None = None) -> list[str]:
 
 
 def local_setup(start: Path | None = None) -> list[str]:
-    """The bootstrap cell's work outside Colab: configure matplotlib's cache, check the kernel.
+    """The bootstrap cell's work outside Colab: configure matplotlib's cache, check the kernel,
+    then, when all is well, set the course's plot style
+    (:func:`course_utils.lab.viz.use_course_style`).
 
     Prints nothing when all is well (so notebook outputs stay the same everywhere); otherwise
     prints each problem and how to fix it.
@@ -94,6 +96,10 @@ def local_setup(start: Path | None = None) -> list[str]:
     problems = kernel_problems(start)
     if problems:
         print("\n".join(["⚠ " + problem for problem in problems] + [FIX_HINT]))
+        return problems
+    from course_utils.lab.viz import use_course_style
+
+    use_course_style()  # the figures' defaults and the CJK font (Chinese labels)
     return problems
 
 

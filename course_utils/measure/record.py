@@ -19,8 +19,8 @@ Schema 1 (every key is always present; ``null`` where noted)::
     device {type, name, capability [major, minor] or null},
     versions {python, torch, cuda or null}, precision ("bf16" | "fp16" | "fp32"), seed,
     model_config {...}, train_config {...} (eval_iters: batches per evaluation),
-    parameters, evaluations [{step, train_loss, val_loss, elapsed_s, train_s (optional: seconds
-    in training steps so far)}],
+    parameters, evaluations [{step, train_loss, val_loss, elapsed_s, train_s (optional:
+    elapsed_s less the evaluations' time so far)}],
     final {train_loss, val_loss, eval_batches},
     timing {ms_per_step, tokens_per_s, flops_per_token, mfu or null, train_s, wall_s;
     optional: ms_per_step_steady and mfu_steady, after the first evaluation, so without
@@ -279,7 +279,10 @@ def steady_ms_per_step(evaluations: list[dict]) -> float | None:
 
 
 def _timing(
-    run: CommandRun, history: History, evaluations: list[dict], step_seconds: float,
+    run: CommandRun,
+    history: History,
+    evaluations: list[dict],
+    step_seconds: float,
     wall_started: float,
 ) -> dict:
     """The record's ``timing``: time per step, tokens/s, FLOPs per token, MFU where the
@@ -405,8 +408,10 @@ def main(argv: list[str] | None = None) -> dict:
     )
     if timing.get("ms_per_step_steady") is not None:
         mfu = "n/a" if timing["mfu_steady"] is None else f"{100 * timing['mfu_steady']:.1f} %"
-        print(f"after the first evaluation (warm-up and compilation excluded): "
-              f"{timing['ms_per_step_steady']:.2f} ms/step, MFU {mfu}")
+        print(
+            f"after the first evaluation (warm-up and compilation excluded): "
+            f"{timing['ms_per_step_steady']:.2f} ms/step, MFU {mfu}"
+        )
     print(f"record written to {out}")
     return record
 

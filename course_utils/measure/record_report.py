@@ -55,20 +55,27 @@ def record_margin(groups: dict[str, list[dict]], sigmas: float = MARGIN_SIGMAS) 
 
 
 def own_record(
-    records: dict[str, dict], config_name: str, device_type: str, precision: str | None = None
+    records: dict[str, dict],
+    config_name: str,
+    device_type: str,
+    precision: str | None = None,
+    configs: tuple[dict, dict] | None = None,
 ) -> dict | None:
     """The record a live run is held to: preset ``config_name``, made on a device of type
     ``device_type`` (``"cpu"``, ``"cuda"``, ``"mps"``), or ``None``. A CPU run is never
     compared with a GPU record of the same preset, nor the reverse; a rehearsed record (its
     conditions name a rehearsal mode) is never chosen. Among several (a GPU's bf16 record and
     its float16-forced one), the one in the run's ``precision`` (``"bf16"``, ``"fp16"``,
-    ``"fp32"``) comes first; then the first by name."""
+    ``"fp32"``) comes first; then the first by name. With ``configs``, the live run's
+    ``(asdict(model_config), asdict(train_config))``, only a record of that very run is chosen
+    (not the shrunk run of the rehearsal switch, nor a 1000-step float16 record)."""
     matching = [
         record
         for record in records.values()
         if record["config_name"] == config_name
         and record["device"]["type"] == device_type
         and (record.get("conditions") or {}).get("rehearsal") in (None, "unknown")
+        and (configs is None or (record["model_config"], record["train_config"]) == configs)
     ]
     same_precision = [record for record in matching if record.get("precision") == precision]
     return (same_precision or matching or [None])[0]
@@ -112,6 +119,34 @@ def t4_estimate_minutes(run: dict, mfu: float | None = None, precision: str = "f
     training = train["max_iters"] * tokens_per_batch * flops
     evaluating = len(run["evaluations"]) * 2 * train["eval_iters"] * tokens_per_batch * flops / 3
     return (training + evaluating) / (T4_PEAK_FLOPS[precision] * mfu) / 60
+
+
+def t4_estimate_text(records: list[dict]) -> str:
+    """ESTIMATE, with its arithmetic, of what a free T4 (Colab) takes for each GPU record's
+    training: its FLOPs (:func:`t4_estimate_minutes`) over the T4's float16 peak times the MFU
+    of the float16 + gradient-scaler record made on the same GPU (the T4's precision; the
+    record's own MFU when no such record exists). Empty when no GPU record is given.
+    """
+    lines = []
+    gpu = [r for r in records if r["device"]["type"] == "cuda"]
+    for run in (r for r in gpu if r["precision"] != "fp16"):
+        partner = next((r for r in gpu if r["precision"] == "fp16"
+                        and r["device"]["name"] == run["device"]["name"]), None)  # fmt: skip
+        mfu = (partner or run)["timing"]["mfu"]
+        model, train = run["model_config"], run["train_config"]
+        tokens = train["batch_size"] * model["block_size"]
+        flops = run["timing"]["flops_per_token"]
+        minutes = t4_estimate_minutes(run, mfu=mfu)
+        source = (f"its float16 run on the {run['device']['name']}" if partner
+                  else f"the {run['precision']} run itself")  # fmt: skip
+        lines.append(
+            f"ESTIMATE, not a measurement: the {run['config_name']!r} preset on a T4 takes about "
+            f"{minutes:.0f} min = ({train['max_iters']} steps x {tokens:,} tokens x "
+            f"{flops / 1e6:.1f} MFLOP/token, + evaluations at a third of that per token) / "
+            f"(T4 float16 peak {T4_PEAK_FLOPS['fp16'] / 1e12:.0f} TFLOP/s x MFU "
+            f"{100 * mfu:.1f} % of {source}); it assumes a T4 is used as well as that GPU was."
+        )
+    return "\n".join(lines)
 
 
 def plot_run_beside(
