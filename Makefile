@@ -51,10 +51,16 @@ KERNEL_JSON := $(VENV)/share/jupyter/kernels/python3/kernel.json
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.d/transformer-course.json
 # What `make test` runs; narrow it for a quick check: `make test TESTS=tests/test_model.py NBVAL=`.
 TESTS ?= tests
+# `make test` leaves out the tests marked `tooling` (make test-tooling runs them); MARKS= runs
+# all. A TESTS= other than the whole folder runs the files named, marked or not.
+MARKS ?= not tooling
 # Notebook 12 (training) goes first: it is the longest, so the other worker takes all the rest.
+# The appendix (16: records, rehearsal, benchmarks) is proof machinery: make test-tooling and CI
+# run it under nbval.
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 SLOWEST_NOTEBOOKS := $(wildcard notebooks/12_*.ipynb)
-NBVAL ?= $(SLOWEST_NOTEBOOKS) $(filter-out $(SLOWEST_NOTEBOOKS),$(NOTEBOOKS))
+APPENDIX := $(wildcard notebooks/16_*.ipynb)
+NBVAL ?= $(SLOWEST_NOTEBOOKS) $(filter-out $(SLOWEST_NOTEBOOKS) $(APPENDIX),$(NOTEBOOKS))
 # Parallel processes for `make test` and `make course` (pytest-xdist; each notebook runs whole
 # in one worker). JOBS=1 runs one at a time.
 JOBS ?= 2
@@ -75,7 +81,7 @@ EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline OMP_NUM_THREADS
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
 OFFLINE_ENV := PYTHONPATH="$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}"
 
-.PHONY: setup lab lab-config work test course headers determinism train checkpoint record bench compare-blocks mutation lint clean venv assets rerecord rehearsal gpu-check wheelhouse reading-time
+.PHONY: setup lab lab-config work test test-tooling course headers determinism train checkpoint record bench compare-blocks mutation lint clean venv assets rerecord rehearsal gpu-check wheelhouse reading-time
 
 setup: $(STAMP)
 
@@ -144,10 +150,21 @@ work:
 		[ -e "$$copy" ] || { cp "$$notebook" "$$copy" && echo "made $$copy, your copy of $$notebook"; }; \
 	done
 
+STRICT_NBVAL = rm -rf .my_model_scratch && $(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest --nbval \
+	--nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=600 \
+	-p no:cacheprovider
+
 test: setup
-	$(if $(TESTS),OMP_NUM_THREADS=1 $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) $(TESTS))
-	$(if $(NBVAL),rm -rf .my_model_scratch && $(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
-		--nbval-cell-timeout=600 -p no:cacheprovider $(XDIST_NOTEBOOKS) $(NBVAL))
+	$(if $(TESTS),OMP_NUM_THREADS=1 $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) $(if $(and $(MARKS),$(filter tests tests/,$(TESTS))),-m "$(MARKS)") $(TESTS))
+	$(if $(NBVAL),$(STRICT_NBVAL) $(XDIST_NOTEBOOKS) $(NBVAL))
+
+# The tests of the setup and tooling (marker `tooling`): venvs rebuilt, Colab and the offline
+# setup played, make lab served, DDP's two processes, scripts run in fresh processes, the
+# rehearsal's other modes; then the appendix (16) under strict nbval. CI runs them after
+# `make test` (.ci/run).
+test-tooling: setup
+	OMP_NUM_THREADS=1 $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) -m tooling tests
+	$(STRICT_NBVAL) $(APPENDIX)
 
 course: setup
 	$(PY) scripts/sync_notebook_headers.py
@@ -214,7 +231,7 @@ rerecord: setup
 
 # A GPU's branches on the CPU (COURSE_REHEARSE=cuda-bf16 / cuda-fp16, course_utils/lab/rehearsal.py):
 # notebooks 12 and 16 top to bottom and make train / record / bench, each shrunk to seconds.
-# `make test` runs the same tests.
+# make test runs notebook 12's and the bf16 commands; make test-tooling the rest.
 rehearsal: setup
 	OMP_NUM_THREADS=1 $(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) tests/test_rehearsal*.py
 

@@ -47,7 +47,7 @@ class TinyDecoder(nn.Module):
     initialisation is near ln(vocab_size), but not every token is equally likely: the
     untrained model prefers to repeat the current token, because its final hidden vector is
     still mostly that token's own (tied) embedding, whose dot product with itself is the
-    largest logit. Measured on the ``cpu`` / ``baby`` presets (RoPE, Shakespeare characters,
+    largest logit. Measured on the ``baby`` preset (RoPE, Shakespeare characters,
     V = 84; seeds 0-2, 32 windows of 64): the current character gets p = 10.2 / V on
     average, and the loss on uniformly random targets is ln V + 0.11 (ln V + 0.08 on the real
     next characters); with the paper's additive sinusoidal table, ln V + 0.03 (p = 2.4 / V).

@@ -170,6 +170,7 @@ def _wait_for(process: subprocess.Popen, line: str) -> None:
         raise AssertionError(f"writer said {got!r}: {process.stderr.read()[-2000:]}")
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 def test_a_writer_killed_half_way_leaves_the_last_good_checkpoint(tmp_path):
     path = tmp_path / "model.pt"
     writer = _start_writer(path, "half")
@@ -187,6 +188,7 @@ def test_a_writer_killed_half_way_leaves_the_last_good_checkpoint(tmp_path):
     assert load_checkpoint(path)["step"] == 1
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 def test_a_writer_killed_at_a_random_moment_never_leaves_a_broken_checkpoint(tmp_path):
     """Real torch.save, no patching: kill as soon as a write is under way (a temp file exists)."""
     path = tmp_path / "model.pt"

@@ -43,6 +43,8 @@ from test_committed_outputs import output_problems
 
 from course_utils.lab.bootstrap import colab_requirements
 
+pytestmark = pytest.mark.tooling  # make test-tooling (CI), not make test
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "notebooks/00_overview.ipynb"
 COLAB_PREINSTALLED = ("pip", "torch", "numpy", "matplotlib", "tqdm", "ipykernel")

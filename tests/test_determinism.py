@@ -42,6 +42,7 @@ def _write(path: Path, sources: list[str]) -> Path:
     return path
 
 
+@pytest.mark.tooling  # make test-tooling (CI)
 def test_the_script_passes_a_seeded_notebook_and_fails_one_that_prints_the_clock(
     tmp_path, inline_backend, capsys
 ):

@@ -71,7 +71,7 @@ def test_device_config_sizes_the_run_by_device(monkeypatch):
     monkeypatch.delenv("COURSE_REHEARSE", raising=False)
     preset, model, train = device_config("cpu", 84, positional="learned", dropout=0.0)
     assert preset == "cpu" and model.positional == "learned" and model.dropout == 0.0
-    assert (model.d_model, train.max_iters) == (128, 1200)  # the baby model's size
+    assert (model.d_model, model.n_layers, train.max_iters) == (96, 3, 1200)
     monkeypatch.setenv("COURSE_REHEARSE", "cuda-bf16")  # the tests' stand-in for a GPU
     preset, model, train = device_config("cpu", 84, positional="learned")
     assert preset == "gpu" and model.positional == "learned" and train.max_iters <= 20

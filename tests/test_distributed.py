@@ -19,6 +19,8 @@ from course_utils.config import ModelConfig, TrainConfig
 from course_utils.data import train_val_split
 from course_utils.model import TinyDecoder
 
+pytestmark = pytest.mark.tooling  # two processes: make test-tooling (CI), not make test
+
 WORLD_SIZE = 2
 STEPS = 6
 

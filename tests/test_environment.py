@@ -93,12 +93,15 @@ def test_ci_runs_the_readme_test_command_with_strict_nbval():
         for line in (ROOT / ".ci" / "run").read_text().splitlines()
         if line.strip() and not line.lstrip().startswith("#")
     ]
-    assert "make test" in ci_commands
-    test_recipe = re.search(r"^test:.*?(?=^\S)", (ROOT / "Makefile").read_text(), re.M | re.S)
-    assert test_recipe, "Makefile has no test target"
-    recipe = test_recipe.group(0)
-    assert "--nbval " in recipe and "--nbval-lax" not in recipe
-    assert "--nbval-sanitize-with" in recipe and "--nbval-current-env" in recipe
+    assert ci_commands[-2:] == ["make test", "make test-tooling"]
+    makefile = (ROOT / "Makefile").read_text()
+    strict = re.search(r"^STRICT_NBVAL = (.*?)\n\n", makefile, re.M | re.S)
+    assert strict, "Makefile has no STRICT_NBVAL"
+    assert "--nbval " in strict.group(1) and "--nbval-lax" not in makefile
+    assert "--nbval-sanitize-with" in strict.group(1) and "--nbval-current-env" in strict.group(1)
+    for target in ("test", "test-tooling"):  # the lessons; the appendix
+        recipe = re.search(rf"^{target}:.*?(?=^\S)", makefile, re.M | re.S)
+        assert recipe and "$(STRICT_NBVAL)" in recipe.group(0), target
 
 
 # --- the Makefile: setup, lab and test options ------------------------------------------------
@@ -145,6 +148,7 @@ def test_torch_system_keeps_the_installed_torch_and_the_default_pins_it(tmp_path
     assert "make setup TORCH=system" in (ROOT / "README.md").read_text()
 
 
+@pytest.mark.tooling  # make test-tooling (CI)
 def test_a_half_built_venv_is_rebuilt_and_torch_system_sees_the_system_packages(tmp_path):
     """A real run of the venv step. It starts from what a failed `python3 -m venv` leaves (a
     python, no pip), which broke every later setup. PYTHON is this interpreter, the project's
@@ -194,6 +198,7 @@ def test_a_python_without_venv_support_gets_one_line_saying_what_to_install(tmp_
     assert not venv.exists()
 
 
+@pytest.mark.tooling  # make test-tooling (CI)
 def test_make_test_works_from_a_path_with_spaces(tmp_path):
     """A clone under "a b/": the test recipe's paths (PYTHONPATH, the venv's python) survive.
 

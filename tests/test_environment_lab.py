@@ -29,6 +29,8 @@ import nbformat
 import pytest
 from makefile_env import clean_make_env, run_make, venv_as_is
 
+pytestmark = pytest.mark.tooling  # make test-tooling (CI), not make test
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from makefile_env import run_make
 
+pytestmark = pytest.mark.tooling  # make test-tooling (CI), not make test
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -273,6 +273,7 @@ def test_flops_per_token_by_hand():
     assert non_embedding_parameters(learned) == n
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 def test_benchmark_script_writes_json_and_prints_the_table(tmp_path, capsys):
     """A short CPU run of `make bench`'s script: both paths, one table, the same numbers
     in the JSON file, and the same last loss on both paths (same seed and batches)."""

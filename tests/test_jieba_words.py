@@ -70,6 +70,7 @@ def test_no_log_records_and_the_level_is_restored(fresh_jieba, caplog):
     assert jieba.dt.initialized
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 def test_nothing_on_stderr_in_a_fresh_process(tmp_path):
     """What a notebook kernel sees (nbval compares stderr): jieba's first load is silent."""
     code = "from course_utils.tokenization import split_words; print(split_words('我爱北京天安门'))"

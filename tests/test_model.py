@@ -233,7 +233,7 @@ def _init_statistics(text: str, positional: str) -> tuple[float, float, float]:
     data = torch.tensor(tokenizer.encode(text[:200_000]))
     rows = []
     for seed in range(3):
-        config = get_config("cpu", vocab, positional=positional)[0]
+        config = get_config("baby", vocab, positional=positional)[0]
         torch.manual_seed(seed)
         model = TinyDecoder(config).eval()
         x, y = get_batch(data, config.block_size, 32, generator=torch.Generator().manual_seed(1))

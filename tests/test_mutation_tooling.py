@@ -87,6 +87,7 @@ def test_tests_for_module_own_tests_first_then_formulas(mutation, fake_repo):
     assert mutation.tests_for_module("course_utils/blocks.py", fake_repo) == ["tests/test_cross.py"]
 
 
+@pytest.mark.tooling  # make test-tooling (CI)
 def test_the_real_map_finds_the_formula_tests(mutation):
     assert "tests/test_formulas_masks.py" in mutation.tests_for_module("course_utils/masks.py")
     schedule = mutation.tests_for_module("course_utils/training/schedule.py")

@@ -185,6 +185,7 @@ def _exec_cell():
     exec(compile(BOOTSTRAP_SOURCE, "setup-cell", "exec"), {"__name__": "__main__"})
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 def test_cell_prints_nothing_in_the_projects_venv():
     venv_python = ROOT / ".venv" / "bin" / "python"
     python = str(venv_python) if venv_python.exists() else sys.executable

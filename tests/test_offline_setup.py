@@ -27,6 +27,8 @@ import pytest
 from makefile_env import run_make
 from script_loader import load_script
 
+pytestmark = pytest.mark.tooling  # make test-tooling (CI), not make test
+
 ROOT = Path(__file__).resolve().parents[1]
 # The files under test, copied from the working tree into the clone.
 SETUP_FILES = ("Makefile", "pyproject.toml", "constraints.txt", "requirements-data.txt",

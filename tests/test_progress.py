@@ -124,6 +124,7 @@ def _notebook(*sources: str) -> nbformat.NotebookNode:
     return notebook
 
 
+@pytest.mark.tooling  # make test-tooling (CI)
 def test_an_executed_notebook_saves_the_final_state_as_text():
     """What `jupyter nbconvert --execute` (nbclient) saves from a training cell."""
     notebook = _notebook(TRAIN_CELL)
@@ -136,6 +137,7 @@ def test_an_executed_notebook_saves_the_final_state_as_text():
     assert "train=" in text and "val=" in text and "\x1b" not in text
 
 
+@pytest.mark.tooling  # make test-tooling (CI)
 def test_a_long_cell_passes_nbval(tmp_path):
     """20,000 steps in one cell: tqdm's widget (or one update per step) makes nbval 0.11 fail
     with "Timeout of 5 seconds exceeded waiting for output" on this machine; the throttled

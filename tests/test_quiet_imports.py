@@ -64,6 +64,7 @@ def test_the_fake_makes_a_plain_jieba_import_warn(fake_setuptools):
     assert "jieba" in result.stderr  # attributed to jieba's import of pkg_resources
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 def test_the_course_imports_jieba_silently(fake_setuptools):
     code = """
         from course_utils.tokenization import split_words
@@ -111,6 +112,7 @@ def test_a_missing_library_still_raises(monkeypatch):
         quiet_imports.import_quietly("no_such_library_xyz", quiet_imports.JIEBA_WARNINGS)
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 def test_every_course_module_imports_without_any_warning(fake_setuptools):
     """Warnings as errors, setuptools 80.9-81.x's warning present: every module of the course
     still imports (and jieba loads), so no known third-party warning reaches a notebook."""

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.tooling  # make test-tooling (CI), not make test
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""

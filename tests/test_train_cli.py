@@ -13,6 +13,7 @@ from course_utils.train import main
 from course_utils.training import load_checkpoint, model_from_checkpoint
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 def test_export_writes_the_trained_weights_without_optimizer_state(tmp_path, capsys):
     full, export = tmp_path / "full.pt", tmp_path / "assets" / "baby.pt"
     summary = main(
@@ -58,6 +59,7 @@ def test_a_mistake_prints_one_line_and_exits_2(tool, argv, expected, capsys):
     assert "Traceback" not in captured.err and captured.out == ""
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 def test_a_mistake_in_a_fresh_process_has_no_traceback():
     """As a user runs it: the process itself exits 2 with the one line."""
     done = subprocess.run(
