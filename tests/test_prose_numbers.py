@@ -230,3 +230,19 @@ def test_notebook_12_initial_loss_at_the_gpu_size():
         assert model(x, y)[1].item() > 5.0
         model.token_embedding.weight.mul_(min(1.0, 2.5 / model_config.d_model / 0.02))
         assert abs(model(x, y)[1].item() - math.log(data.vocab_size)) < 0.15
+
+
+def test_readme_quotes_the_h100_records():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").replace("\n", " ")
+    loss, steps, ms, mfu, fp16_ms = find(
+        rf"reached a validation loss of {NUMBER} after (\d+) steps, {NUMBER} ms per step after "
+        rf"compilation \(MFU {NUMBER} %\); the float16 path took {NUMBER} ms per step",
+        readme,
+    )
+    runs = {r["precision"]: r for r in find_runs("gpu-*.json") if "H100" in r["device"]["name"]}
+    bf16, fp16 = runs["bf16"], runs["fp16"]
+    assert float(loss) == round(bf16["final"]["val_loss"], 3)
+    assert int(steps) == bf16["train_config"]["max_iters"]
+    assert float(ms) == round(bf16["timing"]["ms_per_step_steady"], 2)
+    assert float(mfu) == round(100 * bf16["timing"]["mfu_steady"], 1)
+    assert float(fp16_ms) == round(fp16["timing"]["ms_per_step_steady"], 2)
