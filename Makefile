@@ -64,7 +64,7 @@ NBVAL ?= $(SLOWEST_NOTEBOOKS) $(filter-out $(SLOWEST_NOTEBOOKS) $(APPENDIX),$(NO
 # Parallel processes for `make test` and `make course` (pytest-xdist; each notebook runs whole
 # in one worker). JOBS=1 runs one at a time.
 JOBS ?= 2
-XDIST_TESTS := $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS))
+XDIST_TESTS := $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS) --dist worksteal)
 XDIST_NOTEBOOKS := $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS) --dist loadscope --no-loadscope-reorder)
 CONFIG ?= baby
 # Processes for `make train` (DDP under torchrun): one per GPU, e.g. `make train NPROC=2`.
@@ -160,7 +160,7 @@ test: setup
 
 # The tests of the setup and tooling (marker `tooling`): venvs rebuilt, Colab and the offline
 # setup played, make lab served, DDP's two processes, scripts run in fresh processes, the
-# rehearsal's other modes; then the appendix (16) under strict nbval. CI runs them after
+# commands rehearsed in float16; then the appendix (16) under strict nbval. CI runs them after
 # `make test` (.ci/run).
 test-tooling: setup
 	OMP_NUM_THREADS=1 $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) -m tooling tests
@@ -231,7 +231,7 @@ rerecord: setup
 
 # A GPU's branches on the CPU (COURSE_REHEARSE=cuda-bf16 / cuda-fp16, course_utils/lab/rehearsal.py):
 # notebooks 12 and 16 top to bottom and make train / record / bench, each shrunk to seconds.
-# make test runs notebook 12's and the bf16 commands; make test-tooling the rest.
+# make test runs the notebooks' and the bf16 commands; make test-tooling the fp16 commands.
 rehearsal: setup
 	OMP_NUM_THREADS=1 $(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) tests/test_rehearsal*.py
 

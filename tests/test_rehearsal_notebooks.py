@@ -58,21 +58,8 @@ def _execute(path: Path, mode: str, workdir: Path, monkeypatch) -> nbformat.Note
     return notebook
 
 
-# make test runs notebook 12 in both modes; the appendix's runs are marked tooling (make
-# test-tooling and CI run them, with the appendix itself under nbval).
-IN_MAKE_TEST = {("12", "cuda-bf16"), ("12", "cuda-fp16")}
-assert {mode for _, mode in IN_MAKE_TEST} == set(REHEARSAL_MODES)
-
-
-@pytest.mark.parametrize(
-    "name, mode",
-    [
-        pytest.param(name, mode, id=f"{name}-{mode}",
-                     marks=() if (name, mode) in IN_MAKE_TEST else pytest.mark.tooling)
-        for name in sorted(NOTEBOOKS)
-        for mode in REHEARSAL_MODES
-    ],
-)  # fmt: skip
+@pytest.mark.parametrize("mode", REHEARSAL_MODES)
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
 def test_notebook_runs_top_to_bottom_in_each_mode(name, mode, tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_MY_MODEL", str(tmp_path / "my_model"))  # the learner's parts
     notebook = _execute(NOTEBOOKS[name], mode, tmp_path, monkeypatch)
