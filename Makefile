@@ -76,7 +76,7 @@ NPROC ?= 1
 # The learner's saved parts (course_utils/lab/parts.py) go to a scratch folder, not notebooks/:
 # executed notebooks only ever save the solution cells' parts there, identical to the course's.
 EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline OMP_NUM_THREADS=1 \
-	COURSE_MY_MODEL="$(CURDIR)/.my_model_scratch"
+	COURSE_MY_MODEL="$(CURDIR)/.my_model_scratch" COURSE_CHECK_LADDER=1
 # Offline: tests/offline/sitecustomize.py blocks every non-loopback connection in each Python
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
 OFFLINE_ENV := PYTHONPATH="$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}"

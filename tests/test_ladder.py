@@ -116,3 +116,19 @@ def test_the_ladder_falls_from_the_table_to_the_full_run():
     rungs = ladder.recorded_rungs()
     assert rungs["12-full-run"]["val_loss"] < rungs["11-blocks"]["val_loss"]
     assert rungs["11-blocks"]["val_loss"] < rungs["00-bigram"]["val_loss"] - 0.2
+
+
+def test_make_test_holds_a_rung_to_its_committed_value(monkeypatch):
+    """With COURSE_CHECK_LADDER=1 (make test) a rung more than RUNG_TOLERANCE from its
+    committed value fails, naming the rung and the fix; learners (no variable) never fail."""
+    import matplotlib.pyplot as plt
+
+    committed = ladder.recorded_rungs()["08-heads"]["val_loss"]
+    monkeypatch.delenv(ladder.WRITE_ENV, raising=False)
+    monkeypatch.delenv(ladder.CHECK_ENV, raising=False)
+    plt.close(ladder.show_ladder("08-heads", "+ heads", committed + 0.5))  # a learner's own parts
+    monkeypatch.setenv(ladder.CHECK_ENV, "1")
+    plt.close(ladder.show_ladder("08-heads", "+ heads", committed + 0.01))  # another CPU's digits
+    with pytest.raises(AssertionError, match=r"rung '08-heads'.*make course"):
+        ladder.show_ladder("08-heads", "+ heads", committed + 0.05)
+    plt.close(ladder.show_ladder("12-full-run", "full run", committed + 0.5, same_budget=False))

@@ -37,6 +37,12 @@ from course_utils.tokenization import CharTokenizer
 LADDER_DIR = Path(__file__).resolve().parents[2] / "assets" / "ladder"
 #: Set to 1 by ``make course``: :func:`show_ladder` then writes this notebook's rung.
 WRITE_ENV = "COURSE_WRITE_LADDER"
+#: Set to 1 by ``make test`` (strict nbval): :func:`show_ladder` then holds a rung trained at
+#: the ladder's budget to its committed value, within :data:`RUNG_TOLERANCE`. The notebooks
+#: print the rung to 3 decimals, whose last one varies with the CPU's floating-point kernels and
+#: the torch version, so nbval ignores that output; this check catches a rung that moved.
+CHECK_ENV = "COURSE_CHECK_LADDER"
+RUNG_TOLERANCE = 0.03  # nats/char; the H100 machine's CPU (torch 2.11) differed in the 3rd decimal
 
 
 @dataclass(frozen=True)
@@ -161,12 +167,16 @@ def show_ladder(key: str, label: str, val_loss: float, *, same_budget: bool = Tr
     Raises:
         TypeError / ValueError: a key or label that is not a str, a key not of the form
             ``"NN-name"``, or a val_loss that is not a finite number.
+        AssertionError: with ``COURSE_CHECK_LADDER=1`` (make test), a rung at the ladder's
+            budget more than :data:`RUNG_TOLERANCE` from its committed value.
     """
     key, label, val_loss = _check_rung(key, label, val_loss)
     rungs = {k: r for k, r in recorded_rungs().items() if k < key}
     rungs[key] = {"label": label, "val_loss": val_loss}
     if os.environ.get(WRITE_ENV) == "1":
         _write_rung(key, label, val_loss)
+    elif os.environ.get(CHECK_ENV) == "1" and same_budget:
+        _check_against_committed(key, val_loss)
     print(f"{label}: validation loss {val_loss:.3f} nats/char (ln V = {_ln_vocab():.3f})")
     earlier = [k for k in rungs if k < key]
     if earlier:
@@ -190,6 +200,20 @@ def _check_rung(key: object, label: object, val_loss: object) -> tuple[str, str,
     if not math.isfinite(val_loss):
         raise ValueError(f"val_loss must be finite, got {val_loss}; did training diverge?")
     return key, label, float(val_loss)
+
+
+def _check_against_committed(key: str, val_loss: float) -> None:
+    committed = recorded_rungs().get(key)
+    if committed is None:
+        raise AssertionError(
+            f"rung {key!r} has no committed value in {LADDER_DIR}: run make course"
+        )
+    if abs(val_loss - committed["val_loss"]) > RUNG_TOLERANCE:
+        raise AssertionError(
+            f"rung {key!r}: live validation loss {val_loss:.4f}, committed "
+            f"{committed['val_loss']:.4f}, more than {RUNG_TOLERANCE} apart: the model or the "
+            "budget changed; run make course to re-execute the notebooks and rewrite the rungs"
+        )
 
 
 def _write_rung(key: str, label: str, val_loss: float) -> None:
