@@ -69,13 +69,18 @@ XDIST_NOTEBOOKS := $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS) --dist loadscope --
 CONFIG ?= baby
 # Processes for `make train` (DDP under torchrun): one per GPU, e.g. `make train NPROC=2`.
 NPROC ?= 1
+# Compiled files kept: each of the ~25 Python processes of a test run (pytest and its workers,
+# one kernel per notebook) would otherwise compile course_utils and rewrite the tests' asserts
+# again, about a second each, in a shell that sets PYTHONDONTWRITEBYTECODE (they land in the
+# ignored __pycache__/ folders).
+BYTECODE_ENV := PYTHONDONTWRITEBYTECODE=
 # Headless runs draw figures inline, whatever MPLBACKEND the shell has. One CPU thread per
 # process: the committed outputs are then the same on any number of cores, and parallel
 # workers do not fight over cores (two workers of two threads each on two cores run many
 # times slower than one).
 # The learner's saved parts (course_utils/lab/parts.py) go to a scratch folder, not notebooks/:
 # executed notebooks only ever save the solution cells' parts there, identical to the course's.
-EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline OMP_NUM_THREADS=1 \
+EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline OMP_NUM_THREADS=1 $(BYTECODE_ENV) \
 	COURSE_MY_MODEL="$(CURDIR)/.my_model_scratch" COURSE_CHECK_LADDER=1
 # Offline: tests/offline/sitecustomize.py blocks every non-loopback connection in each Python
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
@@ -155,7 +160,7 @@ STRICT_NBVAL = rm -rf .my_model_scratch && $(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m
 	-p no:cacheprovider
 
 test: setup
-	$(if $(TESTS),OMP_NUM_THREADS=1 $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) $(if $(and $(MARKS),$(filter tests tests/,$(TESTS))),-m "$(MARKS)") $(TESTS))
+	$(if $(TESTS),OMP_NUM_THREADS=1 $(BYTECODE_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) $(if $(and $(MARKS),$(filter tests tests/,$(TESTS))),-m "$(MARKS)") $(TESTS))
 	$(if $(NBVAL),$(STRICT_NBVAL) $(XDIST_NOTEBOOKS) $(NBVAL))
 
 # The tests of the setup and tooling (marker `tooling`): venvs rebuilt, Colab and the offline
@@ -163,7 +168,7 @@ test: setup
 # commands rehearsed in float16; then the appendix (16) under strict nbval. CI runs them after
 # `make test` (.ci/run).
 test-tooling: setup
-	OMP_NUM_THREADS=1 $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) -m tooling tests
+	OMP_NUM_THREADS=1 $(BYTECODE_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) -m tooling tests
 	$(STRICT_NBVAL) $(APPENDIX)
 
 course: setup
