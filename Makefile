@@ -54,11 +54,12 @@ TESTS ?= tests
 # `make test` leaves out the tests marked `tooling` (make test-tooling runs them); MARKS= runs
 # all. A TESTS= other than the whole folder runs the files named, marked or not.
 MARKS ?= not tooling
-# Notebook 12 (training) goes first: it is the longest, so the other worker takes all the rest.
+# The longest notebooks go first, longest first (12 training ~90 s, 14 ~35 s, 15 ~25 s, 13 ~20 s
+# on one core), so that the two workers finish together instead of one waiting on the last.
 # The appendix (16: records, rehearsal, benchmarks) is proof machinery: make test-tooling and CI
 # run it under nbval.
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
-SLOWEST_NOTEBOOKS := $(wildcard notebooks/12_*.ipynb)
+SLOWEST_NOTEBOOKS := $(foreach n,12 14 15 13,$(wildcard notebooks/$(n)_*.ipynb))
 APPENDIX := $(wildcard notebooks/16_*.ipynb)
 NBVAL ?= $(SLOWEST_NOTEBOOKS) $(filter-out $(SLOWEST_NOTEBOOKS) $(APPENDIX),$(NOTEBOOKS))
 # Parallel processes for `make test` and `make course` (pytest-xdist; each notebook runs whole

@@ -28,13 +28,33 @@ def fresh_jieba(monkeypatch, tmp_path):
     return tmp_path
 
 
-def test_known_segmentations(fresh_jieba):
+@pytest.fixture(scope="module")
+def _loaded_once(tmp_path_factory):
+    """One jieba tokenizer, loaded once (about a second each time), for the tests that only
+    segment; the tests of the loading and its cache above get a fresh one each."""
+    tokenizer = jieba.Tokenizer()
+    tokenizer.tmp_dir = str(tmp_path_factory.mktemp("jieba_cache"))
+    level = jieba.default_logger.level
+    jieba.setLogLevel(logging.WARNING)
+    try:
+        tokenizer.initialize()
+    finally:
+        jieba.setLogLevel(level)
+    return tokenizer
+
+
+@pytest.fixture
+def loaded_jieba(monkeypatch, _loaded_once):
+    monkeypatch.setattr(jieba, "dt", _loaded_once)
+
+
+def test_known_segmentations(loaded_jieba):
     """jieba's README examples."""
     assert split_words("我爱北京天安门") == ["我", "爱", "北京", "天安门"]
     assert split_words("我来到北京清华大学") == ["我", "来到", "北京", "清华大学"]
 
 
-def test_the_words_join_back_to_the_text(fresh_jieba):
+def test_the_words_join_back_to_the_text(loaded_jieba):
     text = "I love natural language processing. 我爱自然语言处理！\n  两个空格"
     words = split_words(text)
     assert "".join(words) == text
@@ -128,7 +148,7 @@ def test_a_tmp_dir_set_by_the_user_is_kept(fresh_jieba):
     assert (chosen / "jieba.cache").is_file()
 
 
-def test_word_tokenizer_vocabulary_is_sorted_with_unk_first(fresh_jieba):
+def test_word_tokenizer_vocabulary_is_sorted_with_unk_first(loaded_jieba):
     tok = WordTokenizer.from_text("我爱北京天安门。我爱自然语言处理。")
     assert tok.vocab[0] == "<unk>"
     assert tok.vocab[1:] == sorted(set(tok.vocab[1:]))
@@ -138,14 +158,14 @@ def test_word_tokenizer_vocabulary_is_sorted_with_unk_first(fresh_jieba):
     assert tok.decode(ids) == "我爱北京。"
 
 
-def test_unknown_words_become_unk_and_are_lost(fresh_jieba):
+def test_unknown_words_become_unk_and_are_lost(loaded_jieba):
     tok = WordTokenizer.from_text("我爱北京天安门")
     ids = tok.encode("我爱上海")
     assert ids == [tok.vocab.index("我"), tok.vocab.index("爱"), 0]
     assert tok.decode(ids) == "我爱<unk>"
 
 
-def test_min_count_drops_rare_words(fresh_jieba):
+def test_min_count_drops_rare_words(loaded_jieba):
     tok = WordTokenizer.from_text("我爱北京。我爱上海。", min_count=2)
     assert tok.vocab == ["<unk>", "。", "我", "爱"]
 
