@@ -51,12 +51,13 @@ def check_size_claim(cells: list[dict], rehearsing: bool) -> dict[str, int]:
 
 
 def check_initial_loss_claim(cells: list[dict]) -> None:
-    """After GPT-2's initialisation the loss is near ln V, as the prose says."""
+    """After the N(0, 0.02) initialisation the loss is near ln V, as the prose says."""
     printed = code_output(cells, "initial_weights = copy.deepcopy")
     constructed, gpt2, ln_v = map(
         float,
         _find(
-            rf"as constructed {NUMBER}, after GPT-2's initialisation {NUMBER}; ln V = {NUMBER}",
+            rf"as constructed {NUMBER}, after N\(0, 0.02\) initialisation {NUMBER}; "
+            rf"ln V = {NUMBER}",
             printed,
         ),
     )

@@ -198,7 +198,7 @@ def test_the_assembled_decoder_trained_by_a_plain_loop_reaches_train_s_loss():
     torch.manual_seed(config.seed)
     mine = solution_model.Decoder(
         data.vocab_size, 16, 32, 4, 2, model_config.d_ff
-    )  # as notebook 12: GPT-2's initialisation, then the same start for both
+    )  # as notebook 12: N(0, 0.02) initialisation, then the same start for both
     for module in mine.modules():
         if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
             torch.nn.init.normal_(module.weight, std=0.02)
