@@ -1,5 +1,6 @@
-"""Notebook 00's map of the course says what each notebook has the learner write, and notebook
-12's first training loop stays short: both checked against the notebooks themselves."""
+"""The learner's path, checked against the notebooks themselves: notebook 00's map says what
+each notebook has the learner write, notebook 12's first training loop stays short, and each
+rung of the loss ladder trains the learner's saved parts, not the solution cells' definitions."""
 
 import json
 import re
@@ -76,3 +77,39 @@ def test_notebook_12_s_first_loop_has_at_most_15_lines_of_code():
     for step in ("learning_rate(", "get_batch(", "model(x, y)", "zero_grad", "backward()",
                  "clip_grad_norm_", "optimizer.step()"):  # fmt: skip
         assert step in loop, step
+
+
+RUNG_NOTEBOOKS = ["07", "08", "09", "10", "11"]
+
+
+def rung_cell(number: str) -> str:
+    (source,) = [
+        "".join(c["source"]) for c in cells(number)
+        if c["cell_type"] == "code" and "show_ladder(" in "".join(c["source"])
+    ]  # fmt: skip
+    return source
+
+
+@pytest.mark.parametrize("number", RUNG_NOTEBOOKS)
+def test_a_rung_trains_the_learner_s_saved_parts(number):
+    """Run All runs the solution cells too, and they redefine the notebook's parts: a rung that
+    used the kernel's names would train the solution. It loads the parts it uses through
+    my_parts (or my_model), which return the learner's saved part when there is one."""
+    source = rung_cell(number)
+    if "my_model()" in source or "m.Decoder(" in source:
+        return  # notebook 11: the assembled decoder, every part through my_model
+    code = re.sub(r"#.*", "", source)  # calls, not comments
+    used = [name for name in PARTS if re.search(rf"(?<![.\w]){name}\(", code)]
+    assert used, f"notebook {number}'s rung uses none of the parts"
+    lines = re.findall(r"^([\w, ]+) = my_parts\(", source, re.M)
+    loaded = {name.strip() for line in lines for name in line.split(",")}
+    missing = sorted(set(used) - loaded)
+    assert not missing, f"notebook {number}'s rung uses {missing} without my_parts"
+
+
+def test_the_rung_check_finds_a_part_taken_from_the_kernel():
+    """Control: notebook 10's rung without its my_parts line uses FeedForward unloaded."""
+    source = rung_cell("10")
+    assert re.search(r"\bFeedForward\(", source) and "my_parts(" in source
+    stripped = "\n".join(line for line in source.splitlines() if "my_parts(" not in line)
+    assert not re.findall(r"^([\w, ]+) = my_parts\(", stripped, re.M)
