@@ -185,7 +185,7 @@ course: setup
 headers: setup
 	"$(PY)" scripts/sync_notebook_headers.py
 
-# What assets/ holds that the course's own code draws: the decoder diagram (notebooks 00, 11).
+# What assets/ holds that the course's own code draws: the decoder diagram (notebook 00).
 assets: setup
 	"$(PY)" scripts/draw_decoder_diagram.py
 
