@@ -30,17 +30,14 @@ def fresh_jieba(monkeypatch, tmp_path):
 
 @pytest.fixture(scope="module")
 def _loaded_once(tmp_path_factory):
-    """One jieba tokenizer, loaded once (about a second each time), for the tests that only
-    segment; the tests of the loading and its cache above get a fresh one each."""
+    """One jieba tokenizer, loaded once (about a second each time) by the course's own
+    jieba_tokenizer, for the tests that only segment; the tests of the loading and its cache
+    above get a fresh one each."""
     tokenizer = jieba.Tokenizer()
     tokenizer.tmp_dir = str(tmp_path_factory.mktemp("jieba_cache"))
-    level = jieba.default_logger.level
-    jieba.setLogLevel(logging.WARNING)
-    try:
-        tokenizer.initialize()
-    finally:
-        jieba.setLogLevel(level)
-    return tokenizer
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(jieba, "dt", tokenizer)
+        return jieba_tokenizer()
 
 
 @pytest.fixture

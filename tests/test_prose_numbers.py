@@ -220,7 +220,7 @@ def test_notebook_12_initial_loss_at_the_gpu_size():
         model_config.n_layers,
         model_config.d_ff,
     )
-    for module in model.modules():  # the notebook's init_weights (GPT-2's)
+    for module in model.modules():  # the notebook's init_weights: N(0, 0.02)
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
     starts = torch.randint(len(data.val) - 256, (8,), generator=torch.Generator().manual_seed(0))
