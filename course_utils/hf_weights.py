@@ -367,6 +367,15 @@ def gpt2_124m_config() -> ModernConfig:
     )
 
 
+def _why_not_downloaded(error: Exception) -> str:
+    """A few words for the learner: no connection, a missing package, or the error itself."""
+    if isinstance(error, ImportError):
+        return f"{error.name or 'a package it needs'} is not installed"
+    if isinstance(error, OSError):  # socket errors: no route, no name lookup, refused, timeout
+        return "offline (no connection to huggingface.co)"
+    return f"the download failed ({error})"
+
+
 def load_gpt2_124m() -> ModernDecoder | None:
     """The real GPT-2 (124 M) in the course's decoder, downloaded through ``huggingface_hub``
     (about 550 MB, cached); None, after printing one line, when it cannot be downloaded."""
@@ -378,10 +387,9 @@ def load_gpt2_124m() -> ModernDecoder | None:
         socket.create_connection(("huggingface.co", 443), timeout=3).close()
         path = hf_hub_download(GPT2_REPO, "model.safetensors")
     except Exception as error:  # offline, blocked, no huggingface_hub: one line, no failure
-        print(
-            f"offline ({type(error).__name__}): with a network this would download GPT-2 124M "
-            f"({GPT2_REPO}) and generate with the course's own code"
-        )
+        print(f"{_why_not_downloaded(error)}: this cell needs the internet to download GPT-2 "
+              f"124M ({GPT2_REPO}, about 550 MB) and generate with the course's own code; "
+              "skipped")  # fmt: skip
         return None
     config = gpt2_124m_config()
     model = ModernDecoder(config)

@@ -27,6 +27,12 @@ def code_output(cells: list[dict], marker: str) -> str:
     return "".join(parts)
 
 
+def markdown_text(cells: list[dict]) -> str:
+    """Every markdown cell's text, lines joined with spaces (a sentence may wrap anywhere)."""
+    text = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return " ".join(text.split())
+
+
 def _find(pattern: str, text: str) -> tuple[str, ...]:
     match = re.search(pattern, text)
     assert match, f"no match for {pattern!r} in:\n{text[:3000]}"
@@ -101,20 +107,29 @@ def check_equality_claims(cells: list[dict], counts: dict[str, int]) -> float:
     return float(val)
 
 
-def check_head_claims(cells: list[dict]) -> None:
-    """Each head's sentence: weights in [0, 1], and the even spread is what the prompt gives."""
+def check_head_claims(cells: list[dict], rehearsing: bool) -> None:
+    """The heads' three lines: weights in [0, 1], each even spread is what the prompt gives,
+    and (the committed CPU run, which the prose describes) one head puts about four times an
+    even share on the last space."""
     printed = code_output(cells, "plot_attention_heads(weights")
     T = len(EVEN_PROMPT)
-    even = sum(1 / k for k in range(2, T + 1)) / (T - 1)
-    rows = re.findall(
-        rf"head (\d+): weight on the previous character {NUMBER}, on itself {NUMBER} "
-        rf"\(an even spread gives {NUMBER}\)",
-        printed,
-    )
-    assert rows, printed[:500]
-    for _, previous, itself, spread in rows:
-        assert 0 <= float(previous) <= 1 and 0 <= float(itself) <= 1
-        assert float(spread) == round(even, 2)
+    last_space = [max((s for s in range(t) if EVEN_PROMPT[s] in " \n"), default=None)
+                  for t in range(T)]  # fmt: skip
+    rows = {"the previous character": range(1, T), "itself": range(1, T),
+            "the last space": [t for t in range(T) if last_space[t] is not None]}  # fmt: skip
+    found = {}
+    for name, queries in rows.items():
+        line = _find(rf"weight on {name} +heads 0-\d+: ([\d., ]+) \(an even spread: {NUMBER}\)",
+                     printed)  # fmt: skip
+        weights = [float(w) for w in line[0].split(", ")]
+        assert all(0 <= w <= 1 for w in weights), (name, weights)
+        even = sum(1 / (t + 1) for t in queries) / len(queries)
+        assert float(line[1]) == round(even, 2), (name, line[1], even)
+        found[name] = weights, even
+    if not rehearsing:
+        assert "puts about four times an even share on the last space" in markdown_text(cells)
+        weights, even = found["the last space"]
+        assert 3.5 <= max(weights) / round(even, 2) <= 4.5, (weights, even)
 
 
 def check_checkpoint_claims(cells: list[dict]) -> None:
@@ -130,7 +145,7 @@ def check_all(cells: list[dict], precision: str, rehearsing: bool) -> None:
     check_plain_loop_claims(cells, counts)
     check_precision_claim(cells, precision)
     check_equality_claims(cells, counts)
-    check_head_claims(cells)
+    check_head_claims(cells, rehearsing)
     check_checkpoint_claims(cells)
 
 

@@ -151,6 +151,13 @@ def test_gpt2_124m_offline_prints_one_line_and_returns_none(capsys):
     assert len(lines) == 1 and lines[0].startswith("offline") and "GPT-2 124M" in lines[0]
 
 
+def test_gpt2_124m_says_why_it_was_not_downloaded_without_naming_an_error_class():
+    why = hf_weights._why_not_downloaded
+    assert why(OSError("name lookup blocked")) == "offline (no connection to huggingface.co)"
+    assert why(ImportError("no module", name="huggingface_hub")).startswith("huggingface_hub is")
+    assert why(ValueError("bad file")) == "the download failed (bad file)"
+
+
 def test_gpt2_124m_config_is_transformers_default_gpt2():
     assert hf_weights.config_from_transformers(GPT2Config()) == hf_weights.gpt2_124m_config()
 

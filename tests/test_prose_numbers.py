@@ -176,14 +176,6 @@ def test_readme_rope_paragraph_quotes_the_records():
     )
 
 
-def test_notebook_11_temperature_numbers_match_the_output():
-    path = ROOT / "notebooks" / "11_decoder_block_and_logits.ipynb"
-    low, high = find(rf"largest probability rises from {NUMBER} to {NUMBER}", markdown(path))
-    printed = output_of(path, "for name, p in distributions.items():")
-    assert find(rf"temperature 1\s+largest probability {NUMBER}", printed)[0] == low
-    assert find(rf"temperature 0.1\s+largest probability {NUMBER}", printed)[0] == high
-
-
 def test_notebook_12_quotes_the_gpu_record():
     """The sentence on the GPU run states the H100 record's validation loss, steps and seconds."""
     text = markdown(NB12).replace("\n", " ")

@@ -181,7 +181,7 @@ def show_ladder(key: str, label: str, val_loss: float, *, same_budget: bool = Tr
     earlier = [k for k in rungs if k < key]
     if earlier:
         before = rungs[earlier[-1]]
-        change = val_loss - before["val_loss"]
+        change = round(val_loss, 3) - round(before["val_loss"], 3)  # the printed values' difference
         print(
             f"the rung before ({earlier[-1][:2]}, {before['label']}): {before['val_loss']:.3f}; "
             f"this model is {abs(change):.3f} {'lower' if change <= 0 else 'higher'} "
@@ -227,7 +227,9 @@ def _ln_vocab() -> float:
 
 
 def _draw(rungs: dict[str, dict], current: str) -> plt.Figure:
-    """A dot per rung (lower is better), this notebook's in orange, ln V dashed for scale."""
+    """A dot per rung (lower is better), this notebook's in orange. With one rung the axis
+    reaches ln V (dashed) for scale; with more it spans the rungs, so that their differences
+    show, and ln V is named in the axis label."""
     keys = list(rungs)
     losses = [rungs[k]["val_loss"] for k in keys]
     fig, ax = plt.subplots(figsize=(9, 0.42 * len(keys) + 1.5))
@@ -238,11 +240,16 @@ def _draw(rungs: dict[str, dict], current: str) -> plt.Figure:
     ax.plot(losses, range(len(keys)), color="lightgray", zorder=0)
     ax.set_yticks(range(len(keys)), [f"{k[:2]}  {rungs[k]['label']}" for k in keys])
     ax.set_ylim(len(keys) - 0.5, -0.8)
-    ax.axvline(_ln_vocab(), color="gray", linestyle="--", linewidth=1)
-    ax.text(_ln_vocab(), len(keys) - 0.6, "ln V: a uniform guess ", color="gray", fontsize=9,
-            ha="right")  # fmt: skip
-    ax.set_xlim(min(losses) - 0.25, _ln_vocab() + 0.1)
-    ax.set_xlabel("validation loss (nats per character), lower is better")
+    if len(keys) == 1:
+        ax.axvline(_ln_vocab(), color="gray", linestyle="--", linewidth=1)
+        ax.text(_ln_vocab(), len(keys) - 0.6, "ln V: a uniform guess ", color="gray", fontsize=9,
+                ha="right")  # fmt: skip
+        ax.set_xlim(min(losses) - 0.25, _ln_vocab() + 0.1)
+    else:
+        pad = max(0.05, 0.12 * (max(losses) - min(losses)))
+        ax.set_xlim(min(losses) - pad, max(losses) + pad)
+    uniform = f"uniform guess: ln V = {_ln_vocab():.2f}"
+    ax.set_xlabel(f"validation loss (nats/char), lower is better; {uniform}")
     ax.set_title("The loss ladder (orange: this notebook, measured now)")
     fig.tight_layout()
     plt.show()
