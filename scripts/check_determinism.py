@@ -8,9 +8,10 @@ Usage::
 Each notebook is executed in a fresh kernel, in memory (the file is not rewritten), ``--runs``
 times (default 2). The outputs are then reduced to what strict nbval compares: streams merged
 per name, every output key and MIME type except images, metadata, tracebacks and execution
-counts, each string sanitised with the regexes of ``tests/nbval_sanitize.cfg``; cells marked
-``# NBVAL_IGNORE_OUTPUT`` or ``# NBVAL_SKIP`` are left out, as nbval does. Exit status 1 if
-any notebook's runs differ, with the first differing line of each cell.
+counts, each string sanitised with the regexes of ``tests/nbval_sanitize.cfg``; cells tagged
+``nbval-ignore-output`` (as the notebooks' are) or marked ``# NBVAL_IGNORE_OUTPUT`` or
+``# NBVAL_SKIP`` are left out, as nbval does. Exit status 1 if any notebook's runs differ, with
+the first differing line of each cell.
 """
 
 from __future__ import annotations

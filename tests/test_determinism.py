@@ -103,3 +103,16 @@ def test_comparison_sanitises_and_skips_what_nbval_skips():
     b = determinism.compared_outputs(second, patterns)
     assert "c1" not in a, "an ignored cell is not compared"
     assert determinism.differences(a, b) == []
+
+
+def test_a_cell_tagged_nbval_ignore_output_is_left_out_as_nbval_does():
+    """The notebooks mark varying outputs with the cell tag, not a comment."""
+    patterns = determinism.sanitize_patterns()
+    first = _notebook(("# Your output may differ: timing.\nprint(t)", [_stream("1.2 s\n")]))
+    second = _notebook(("# Your output may differ: timing.\nprint(t)", [_stream("9.9 s\n")]))
+    compared = [determinism.compared_outputs(n, patterns) for n in (first, second)]
+    assert determinism.differences(*compared), "untagged, the changed time is a difference"
+    for notebook in (first, second):
+        notebook.cells[0].metadata["tags"] = ["nbval-ignore-output"]
+    compared = [determinism.compared_outputs(n, patterns) for n in (first, second)]
+    assert "c0" not in compared[0] and determinism.differences(*compared) == []

@@ -35,6 +35,28 @@ def test_an_untrained_uniform_model_scores_ln_v_and_training_lowers_it():
     assert trained == ladder.validation_loss(model)  # the model is left trained, in eval mode
 
 
+def test_train_briefly_is_notebook_00s_loop():
+    """Notebook 00 trains its bigram with a loop written out and calls train_briefly "the loop
+    above, packaged": both give the same model, step for step."""
+    import torch.nn.functional as F
+
+    from course_utils.data import get_batch
+
+    data, budget = ladder.ladder_data(), ladder.LADDER
+    by_hand = Bigram(data.vocab_size)
+    optimizer = torch.optim.AdamW(by_hand.parameters(), lr=budget.lr)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(40):  # notebook 00's loop, 40 of its steps
+        x, y = get_batch(data.train, budget.block_size, budget.batch_size, generator)
+        loss = F.cross_entropy(by_hand(x).view(-1, data.vocab_size), y.view(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    packaged = Bigram(data.vocab_size)
+    assert ladder.train_briefly(packaged, steps=40) == ladder.validation_loss(by_hand)
+    assert torch.equal(packaged.table, by_hand.table)
+
+
 def test_the_same_seed_gives_the_same_rung_and_a_tuple_output_is_accepted():
     data = ladder.ladder_data()
 

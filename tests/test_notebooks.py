@@ -52,18 +52,27 @@ def test_uses_course_utils_and_has_a_bilingual_glossary(path):
     assert glossary and CJK.search(_source(glossary[0])), f"{path.name}: no English/中文 glossary"
 
 
+IGNORE_TAG = "nbval-ignore-output"  # nbval's cell tag: the output is not compared
+SAYS_WHY = "# Your output may differ: "
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_every_ignored_output_is_a_marker_nbval_sees_and_says_why(path):
+def test_every_ignored_output_is_a_tag_nbval_sees_and_the_learner_reads_why(path):
+    """Outputs that honestly vary are left out of nbval's comparison by the cell tag (invisible
+    to a learner), and the cell's first line tells the learner why theirs may differ. No
+    comment marker: it is the course's machinery, not the lesson's."""
     for cell in _cells(path):
         lines = _source(cell).splitlines()
-        for number, line in enumerate(lines):
-            if "NBVAL_IGNORE_OUTPUT" in line:
-                # nbval only honours the marker when it is alone on its comment line.
-                assert line.strip() == "# NBVAL_IGNORE_OUTPUT", f"{path.name}: `{line}`"
-                reason = lines[number + 1].strip() if number + 1 < len(lines) else ""
-                assert reason.startswith("# Why:") and len(reason) > 16, (
-                    f"{path.name}: the line after NBVAL_IGNORE_OUTPUT must say '# Why: ...'"
-                )
+        tagged = IGNORE_TAG in cell.get("metadata", {}).get("tags", [])
+        says_why = bool(lines) and lines[0].startswith(SAYS_WHY) and len(lines[0]) > 40
+        assert tagged == says_why, (
+            f"{path.name}: a cell tagged {IGNORE_TAG!r} opens with '{SAYS_WHY}<the reason>', "
+            f"and only such a cell: tagged {tagged}, first line {lines[:1]}"
+        )
+        for line in lines:
+            assert "NBVAL_IGNORE_OUTPUT" not in line, (
+                f"{path.name}: `{line}`: tag the cell {IGNORE_TAG!r} instead of the comment"
+            )
             assert "NBVAL_RAISES_EXCEPTION" not in line, (
                 f"{path.name}: the raises marker passes even when nothing raises; "
                 "assert the exception in the cell instead"
