@@ -31,7 +31,6 @@ RIGHT_MERGES = {
     "solution": solution.merge_heads,
     "reshape": lambda x: x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1),
     "flatten": lambda x: x.transpose(1, 2).flatten(2),
-    "cat": lambda x: torch.cat([x[:, i] for i in range(x.shape[1])], dim=-1),
     "einsum": lambda x: torch.einsum("bhtd->bthd", x).reshape(x.shape[0], x.shape[2], -1),
     "float64": lambda x: (
         x.double().permute(0, 2, 1, 3).contiguous().view(x.shape[0], x.shape[2], -1)
@@ -52,6 +51,19 @@ def test_merge_heads_names_each_catalogued_mistake(index, capsys):
     message, wrong = _MERGE_MISTAKES[index]
     ok, out = verdict(check_merge_heads, wrong, capsys)
     assert not ok and f"looks like {message}" in out
+
+
+@pytest.mark.parametrize(
+    "joined",
+    [lambda x: torch.cat([x[:, i] for i in range(x.shape[1])], dim=-1),  # notebook 08's Concat
+     lambda x: torch.cat(x.unbind(dim=1), dim=-1),
+     lambda x: torch.stack([x[:, i] for i in range(x.shape[1])], dim=2).flatten(2)],
+)  # fmt: skip
+def test_merge_heads_without_a_loop_rejects_the_heads_joined_one_by_one(joined, capsys):
+    """The values are right, but the exercise asks for the merge without a loop: the Concat
+    shown by hand above it is not the answer."""
+    ok, out = verdict(check_merge_heads, joined, capsys)
+    assert not ok and "joins the heads one at a time (aten." in out and "transpose(1, 2)" in out
 
 
 def test_merge_heads_names_a_view_of_the_transposed_tensor(capsys):

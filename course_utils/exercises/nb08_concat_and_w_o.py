@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import course_utils.exercises.solution_model as solution
+from course_utils.exercises.core import count_multiplications
 from course_utils.exercises.judge import Case, judge
 from course_utils.exercises.nb08_module_judge import judge_module
 
@@ -64,6 +65,28 @@ _MERGE_ERRORS = [
 ]
 
 
+def _joins_heads_one_by_one(merge_heads: Callable) -> str | None:
+    """The exercise asks for the merge without a loop over the heads (notebook 08 shows the
+    Concat with ``torch.cat`` first); an answer that joins them with ``cat`` or ``stack`` is
+    told so. The ATen ops that ran are read as notebook 07's softmax checker reads them."""
+    if not callable(merge_heads):
+        return None
+    x = torch.randn(2, 3, 6, 8, generator=torch.Generator().manual_seed(8))  # (B, h, T, d_k)
+    try:
+        with count_multiplications() as work:
+            merge_heads(x)
+    except Exception:  # the judge names the error
+        return None
+    used = sorted(work.ops & {"cat", "stack"})
+    if not used:
+        return None
+    return (
+        f"it joins the heads one at a time (aten.{', aten.'.join(used)}), the Concat shown "
+        "above; write it without a loop: one transpose(1, 2) that puts T before h, then one "
+        "reshape (or .contiguous().view) to (B, T, h * d_k)"
+    )
+
+
 def check_merge_heads(merge_heads: Callable) -> bool:
     """Check ``merge_heads(x)``: ``(B, h, T, d_k)`` -> ``(B, T, h * d_k)``, row t holding head
     0's vector of token t, then head 1's, ... (the Concat of §3.2.2).
@@ -71,8 +94,13 @@ def check_merge_heads(merge_heads: Callable) -> bool:
     Tried at five shapes (the notebook's (2, 3, 6, 8) first, then sizes where its globals
     B = 2 and n_heads = 3 are wrong; T = 1 with one head; a non-contiguous input). Names a
     view without the transpose, a permute that interleaves the heads, the wrong transpose,
-    a view of the non-contiguous transposed tensor, and sizes read from notebook globals.
+    a view of the non-contiguous transposed tensor, sizes read from notebook globals, and
+    the heads joined one at a time with ``torch.cat`` (the exercise asks for no loop).
     """
+    problem = _joins_heads_one_by_one(merge_heads)
+    if problem:
+        print(f"❌ merge_heads: {problem}")
+        return False
     passed = judge(
         "merge_heads", merge_heads, _concat, _merge_cases(), _MERGE_MISTAKES,
         axes="B T C", errors=_MERGE_ERRORS,
