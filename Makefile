@@ -172,14 +172,26 @@ test-tooling: setup
 	OMP_NUM_THREADS=1 $(BYTECODE_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) -m tooling tests
 	$(STRICT_NBVAL) $(APPENDIX)
 
+# The notebooks of the loss ladder, in order: each prints the rung before its own, as the one
+# before it just wrote it, so they run one after the other (notebook 12 last); the others
+# run beside them (with JOBS=1, after them). The two chains take about as long.
+LADDER_CHAIN := $(foreach n,00 02 07 08 09 10 11 12,$(wildcard notebooks/$(n)_*.ipynb))
+OTHER_CHAIN := $(foreach n,14 15 13 16,$(wildcard notebooks/$(n)_*.ipynb)) \
+	$(filter-out $(LADDER_CHAIN) $(SLOWEST_NOTEBOOKS) $(APPENDIX),$(NOTEBOOKS))
+EXECUTE = env $(EXEC_ENV) $(OFFLINE_ENV) COURSE_WRITE_LADDER=1 "$(VENV)/bin/jupyter" nbconvert \
+	--to notebook --execute --inplace --ExecutePreprocessor.timeout=600 \
+	--ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.record_timing=False
+
 course: setup
 	$(PY) scripts/sync_notebook_headers.py
 	rm -rf .my_model_scratch
-	printf '%s\n' $(SLOWEST_NOTEBOOKS) $(filter-out $(SLOWEST_NOTEBOOKS),$(NOTEBOOKS)) | \
-		xargs -P $(if $(filter-out 0,$(JOBS)),$(JOBS),1) -I NOTEBOOK \
-		env $(EXEC_ENV) $(OFFLINE_ENV) COURSE_WRITE_LADDER=1 "$(VENV)/bin/jupyter" nbconvert --to notebook --execute --inplace \
-			--ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 \
-			--ExecutePreprocessor.record_timing=False NOTEBOOK
+	@run_chain() { for notebook in "$$@"; do $(EXECUTE) "$$notebook" || return 1; done; }; \
+	if [ "$(JOBS)" = 1 ] || [ "$(JOBS)" = 0 ]; then \
+		run_chain $(LADDER_CHAIN) && run_chain $(OTHER_CHAIN); \
+	else \
+		run_chain $(LADDER_CHAIN) & ladder=$$!; run_chain $(OTHER_CHAIN); others=$$?; \
+		wait $$ladder && [ $$others = 0 ]; \
+	fi
 
 # The Colab badge and bootstrap cell at the top of every notebook, from scripts/templates/.
 headers: setup

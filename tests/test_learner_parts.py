@@ -121,6 +121,9 @@ def test_saved_parts_are_used_and_a_faulty_one_is_named_and_replaced(folder, cap
     assembled = (folder / "my_model.py").read_text()
     assert "permute(0, 2, 1, 3)" in assembled  # the learner's split_heads kept
     assert "x.std(-1" not in assembled  # the faulty LayerNorm replaced
+    assert "# notebook 04: mine\ndef split_heads(" in assembled  # each part says whose it is
+    assert "# notebook 09: the course's solution\nclass LayerNorm(" in assembled
+    assert "# notebook 07: the course's solution\ndef attention(" in assembled
     torch.manual_seed(0)
     reference = solution_model.Decoder(11, 8, 24, 3, 2, 96)
     mine = module.Decoder(11, 8, 24, 3, 2, 96)

@@ -43,7 +43,8 @@ PARTS = {
     "Decoder": "11",
 }
 FOLDER_ENV = "COURSE_MY_MODEL"
-HEADER = '''"""My decoder-only Transformer: every part I wrote in notebooks 04-11, in one file."""
+HEADER = '''"""My decoder-only Transformer: the parts of notebooks 04-11 in one file, each marked as
+mine or as the course's solution (for a part I skipped)."""
 
 import math
 
@@ -150,7 +151,14 @@ def assemble(sources: dict[str, str]) -> str:
 
 
 def _assemble(sources: dict[str, str], names: list[str]) -> str:
-    return HEADER + "".join("\n\n" + sources[name].strip() + "\n" for name in names)
+    return HEADER + "".join(
+        f"\n\n# notebook {PARTS[name]}: {_origin(name, sources[name])}\n{sources[name].strip()}\n"
+        for name in names
+    )
+
+
+def _origin(name: str, source: str) -> str:
+    return "the course's solution" if source.strip() == solution_source(name).strip() else "mine"
 
 
 def _saved(name: str) -> str | None:
