@@ -54,14 +54,16 @@ TESTS ?= tests
 # `make test` leaves out the tests marked `tooling` (make test-tooling runs them); MARKS= runs
 # all. A TESTS= other than the whole folder runs the files named, marked or not.
 MARKS ?= not tooling
-# The longest notebooks go first, longest first (12 training ~90 s, 14 ~35 s, 15 ~25 s, 13 ~20 s
-# on one core), so that the two workers finish together instead of one waiting on the last.
-# The appendix (16: records, rehearsal, benchmarks) is proof machinery: make test-tooling and CI
-# run it under nbval.
+# make test runs the notebooks longest first (12 training ~90 s on one core, then 15, 14, the
+# ladder's rungs of 11-07 and 13 at 20-35 s, the rest ~10-15 s), so that the two workers finish
+# together instead of one waiting on a long notebook left for last; a notebook not listed runs
+# after these. The appendix (16: records, rehearsal, benchmarks) is proof machinery: make
+# test-tooling and CI run it under nbval.
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 SLOWEST_NOTEBOOKS := $(foreach n,12 14 15 13,$(wildcard notebooks/$(n)_*.ipynb))
 APPENDIX := $(wildcard notebooks/16_*.ipynb)
-NBVAL ?= $(SLOWEST_NOTEBOOKS) $(filter-out $(SLOWEST_NOTEBOOKS) $(APPENDIX),$(NOTEBOOKS))
+LONGEST_FIRST := $(foreach n,12 15 14 11 13 10 09 07 08 02 01 04 00 05 03 06,$(wildcard notebooks/$(n)_*.ipynb))
+NBVAL ?= $(LONGEST_FIRST) $(filter-out $(LONGEST_FIRST) $(APPENDIX),$(NOTEBOOKS))
 # Parallel processes for `make test` and `make course` (pytest-xdist; each notebook runs whole
 # in one worker). JOBS=1 runs one at a time.
 JOBS ?= 2
