@@ -60,7 +60,6 @@ MARKS ?= not tooling
 # after these. The appendix (16: records, rehearsal, benchmarks) is proof machinery: make
 # test-tooling and CI run it under nbval.
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
-SLOWEST_NOTEBOOKS := $(foreach n,12 14 15 13,$(wildcard notebooks/$(n)_*.ipynb))
 APPENDIX := $(wildcard notebooks/16_*.ipynb)
 LONGEST_FIRST := $(foreach n,12 15 14 11 13 10 09 07 08 02 01 04 00 05 03 06,$(wildcard notebooks/$(n)_*.ipynb))
 NBVAL ?= $(LONGEST_FIRST) $(filter-out $(LONGEST_FIRST) $(APPENDIX),$(NOTEBOOKS))
@@ -178,8 +177,8 @@ test-tooling: setup
 # before it just wrote it, so they run one after the other (notebook 12 last); the others
 # run beside them (with JOBS=1, after them). The two chains take about as long.
 LADDER_CHAIN := $(foreach n,00 02 07 08 09 10 11 12,$(wildcard notebooks/$(n)_*.ipynb))
-OTHER_CHAIN := $(foreach n,14 15 13 16,$(wildcard notebooks/$(n)_*.ipynb)) \
-	$(filter-out $(LADDER_CHAIN) $(SLOWEST_NOTEBOOKS) $(APPENDIX),$(NOTEBOOKS))
+OTHER_CHAIN := $(APPENDIX) $(filter-out $(LADDER_CHAIN) $(APPENDIX),$(LONGEST_FIRST)) \
+	$(filter-out $(LADDER_CHAIN) $(APPENDIX) $(LONGEST_FIRST),$(NOTEBOOKS))
 EXECUTE = env $(EXEC_ENV) $(OFFLINE_ENV) COURSE_WRITE_LADDER=1 "$(VENV)/bin/jupyter" nbconvert \
 	--to notebook --execute --inplace --ExecutePreprocessor.timeout=600 \
 	--ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.record_timing=False

@@ -138,11 +138,13 @@ def _choose_sources(verbose: bool) -> dict[str, str]:
 
 def _whose(name: str) -> str:
     """ "yours" when the learner saved a part of their own, else "the course's solution"."""
-    path = parts_folder() / f"{name}.py"
-    mine = (
-        path.is_file() and path.read_text(encoding="utf-8").strip() != solution_source(name).strip()
-    )
+    saved = _saved(name)
+    mine = saved is not None and not _is_solution(name, saved)
     return "yours" if mine else "the course's solution"
+
+
+def _is_solution(name: str, source: str) -> bool:
+    return source.strip() == solution_source(name).strip()
 
 
 def assemble(sources: dict[str, str]) -> str:
@@ -151,14 +153,11 @@ def assemble(sources: dict[str, str]) -> str:
 
 
 def _assemble(sources: dict[str, str], names: list[str]) -> str:
-    return HEADER + "".join(
-        f"\n\n# notebook {PARTS[name]}: {_origin(name, sources[name])}\n{sources[name].strip()}\n"
-        for name in names
-    )
-
-
-def _origin(name: str, source: str) -> str:
-    return "the course's solution" if source.strip() == solution_source(name).strip() else "mine"
+    blocks = []
+    for name in names:
+        whose = "the course's solution" if _is_solution(name, sources[name]) else "mine"
+        blocks.append(f"\n\n# notebook {PARTS[name]}: {whose}\n{sources[name].strip()}\n")
+    return HEADER + "".join(blocks)
 
 
 def _saved(name: str) -> str | None:
