@@ -6,7 +6,7 @@ import difflib
 import math
 from dataclasses import dataclass, fields
 
-from course_utils.checks import check_choice, check_float, check_int
+from course_utils.checks import check_bool, check_choice, check_float, check_int
 
 POSITIONAL_KINDS = ("sinusoidal", "learned", "rope")
 #: What ``TrainConfig.autocast_dtype`` may ask for (see :mod:`course_utils.training.precision`).
@@ -31,10 +31,15 @@ class ModelConfig:
         positional: ``"sinusoidal"`` (fixed table added to the embeddings, §3.5),
             ``"learned"`` (a trained table, GPT-2) or ``"rope"`` (rotary: queries and keys
             rotated by position inside attention, Su et al. 2021).
+        bias: biases in the attention and feed-forward projections (the paper, GPT-2), or
+            none (nanoGPT's ``bias=False``, Llama); the LayerNorms keep theirs.
+        embedding_scale: multiply the token embeddings by sqrt(d_model) (the paper, §3.4),
+            or look them up unscaled (GPT-2).
 
     Raises:
         TypeError: a size that is not an int (a float such as ``128.0`` or ``1e3``, a bool),
-            a dropout that is not a number, or a ``positional`` that is not a str.
+            a dropout that is not a number, a ``positional`` that is not a str, or a
+            ``bias`` or ``embedding_scale`` that is not a bool.
         ValueError: a size below 1, d_model not divisible by n_heads, d_model odd with
             sinusoidal positions, d_k odd with rope, ``positional`` unknown, or dropout
             outside ``[0, 1)`` (NaN included).
@@ -48,6 +53,8 @@ class ModelConfig:
     d_ff: int | None = None
     dropout: float = 0.0
     positional: str = "sinusoidal"
+    bias: bool = True
+    embedding_scale: bool = True
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "d_model", "n_heads", "n_layers"):
@@ -58,6 +65,8 @@ class ModelConfig:
         self._check_heads_divide_d_model()
         self._check_positional_fits()
         self.dropout = check_float(self.dropout, "dropout", 0.0, 1.0, high_open=True)
+        self.bias = check_bool(self.bias, "bias")
+        self.embedding_scale = check_bool(self.embedding_scale, "embedding_scale")
 
     def _check_heads_divide_d_model(self) -> None:
         """ValueError unless n_heads divides d_model (d_k is a whole number)."""

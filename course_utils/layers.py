@@ -92,6 +92,7 @@ class FeedForward(nn.Module):
         d_ff: hidden width, 4 * C in the paper (2048 for C = 512).
         dropout: dropout on the output (training only).
         activation: ``"gelu"`` (GPT) or ``"relu"`` (the paper).
+        bias: the two projections have biases (``b1``, ``b2``), as in the paper.
 
     Shapes: ``(B, T, C)`` -> ``(B, T, d_ff)`` -> ``(B, T, C)``.
 
@@ -103,16 +104,24 @@ class FeedForward(nn.Module):
             last axis of x is not ``d_model``.
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "gelu"):
+    def __init__(
+        self,
+        d_model: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        activation: str = "gelu",
+        bias: bool = True,
+    ):
         super().__init__()
         d_model = check_int(d_model, "d_model", minimum=1)
         d_ff = check_int(d_ff, "d_ff", minimum=1, why="the hidden width, 4 * d_model in the paper")
         dropout = check_dropout_p(dropout, "dropout")
         activations = {"gelu": nn.GELU, "relu": nn.ReLU}
         self._check_activation(activation, tuple(activations))
-        self.up = nn.Linear(d_model, d_ff)
+        bias = check_bool(bias, "bias")
+        self.up = nn.Linear(d_model, d_ff, bias=bias)
         self.activation = activations[activation]()
-        self.down = nn.Linear(d_ff, d_model)
+        self.down = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     @staticmethod
@@ -167,7 +176,7 @@ class DecoderBlock(nn.Module):
             d_model, n_heads, dropout=dropout, bias=bias, rotary_max_len=rotary_max_len
         )
         self.ln_2 = LayerNorm(d_model)
-        self.feed_forward = FeedForward(d_model, d_ff, dropout=dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout=dropout, bias=bias)
 
     def forward(
         self,

@@ -72,7 +72,9 @@ class TinyDecoder(nn.Module):
             config, "config", ModelConfig, "build it with ModelConfig(**settings)"
         )
         _check_plain_config(config)
-        self.token_embedding = TokenEmbedding(config.vocab_size, config.d_model)
+        self.token_embedding = TokenEmbedding(
+            config.vocab_size, config.d_model, scale=config.embedding_scale
+        )
         # sinusoidal or learned: a table added to the embeddings; rope: nn.Identity (nothing is
         # added; attention rotates q and k)
         self.position = additive_positions(config.positional, config.block_size, config.d_model)
@@ -84,6 +86,7 @@ class TinyDecoder(nn.Module):
                 config.n_heads,
                 config.d_ff,
                 config.dropout,
+                bias=config.bias,
                 rotary_max_len=rotary_max_len,
             )
             for _ in range(config.n_layers)

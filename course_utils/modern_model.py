@@ -46,7 +46,8 @@ FEED_FORWARDS = ("swiglu", "gelu", "gelu_tanh")
 class ModernConfig(ModelConfig):
     """:class:`~course_utils.config.ModelConfig` plus the switches of today's decoders.
 
-    Attributes (besides ModelConfig's; ``positional`` defaults to ``"rope"`` here):
+    Attributes (besides ModelConfig's; ``positional`` defaults to ``"rope"``, ``bias`` and
+    ``embedding_scale`` to False here):
         n_kv_heads: key/value heads, dividing ``n_heads`` (None: ``n_heads``, plain MHA).
         head_dim: d_k, when it is not ``d_model // n_heads`` (Qwen3 sets it; None: derived).
         norm: ``"rmsnorm"`` (Llama, Qwen3) or ``"layernorm"`` (GPT-2).
@@ -83,6 +84,7 @@ class ModernConfig(ModelConfig):
     norm: str = "rmsnorm"
     feed_forward: str = "swiglu"
     bias: bool = False
+    embedding_scale: bool = False
     mlp_bias: bool | None = None
     qk_norm: bool = False
     tie_embeddings: bool = False
@@ -247,7 +249,9 @@ class ModernDecoder(nn.Module):
         super().__init__()
         fix = "build it with ModernConfig(**settings); a ModelConfig is TinyDecoder's"
         self.config = check_instance(config, "config", ModernConfig, fix)
-        self.token_embedding = TokenEmbedding(config.vocab_size, config.d_model, scale=False)
+        self.token_embedding = TokenEmbedding(
+            config.vocab_size, config.d_model, scale=config.embedding_scale
+        )
         self.position = additive_positions(config.positional, config.block_size, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(ModernBlock(config, i) for i in range(config.n_layers))

@@ -19,7 +19,7 @@ import os
 import pickle
 import re
 import tempfile
-from dataclasses import asdict, fields
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 
 import torch
@@ -239,6 +239,9 @@ def _check_same_kind(saved_kind: str, model: TinyDecoder | ModernDecoder, path: 
 def _check_config_matches(saved: dict, model: TinyDecoder | ModernDecoder, path: object) -> None:
     """ValueError when ``model``'s config differs from the checkpoint's ``model_config``."""
     expected = asdict(model.config)
+    # a field added after the checkpoint was written had its default's behaviour then
+    defaults = {f.name: f.default for f in fields(model.config) if f.default is not MISSING}
+    saved = {**defaults, **saved}
     differing = {k: (saved.get(k), v) for k, v in expected.items() if saved.get(k) != v}
     if differing:
         details = ", ".join(
