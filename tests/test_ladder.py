@@ -96,6 +96,7 @@ def test_show_ladder_refuses_bad_rungs(key, label, loss, error):
 def test_show_ladder_writes_a_rung_only_when_asked(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ladder, "LADDER_DIR", tmp_path)
     monkeypatch.delenv(ladder.WRITE_ENV, raising=False)
+    monkeypatch.delenv(ladder.CHECK_ENV, raising=False)  # make test sets it for the notebooks
     ladder.show_ladder("05-test", "a test rung", 2.5)
     assert not list(tmp_path.iterdir())
     monkeypatch.setenv(ladder.WRITE_ENV, "1")
