@@ -227,7 +227,7 @@ def test_multi_head_attention_reports_structure_types_and_stubs(capsys):
             self.w_q = nn.Linear(d_model, d_model, bias=False)
 
     ok, out = verdict(check_multi_head_attention, NoBias, capsys)
-    assert not ok and "has no parameter w_q.bias" in out
+    assert not ok and "lacks biases the course's model has: w_q.bias" in out
 
     class WrongInit(nn.Module):
         def __init__(self, d_model):

@@ -409,6 +409,53 @@ def test_decoder_names_structural_mistakes(capsys):
     assert not ok and "should be the tuple (logits, loss), got a tensor" in out
 
 
+def test_decoder_names_mistakes_of_its_init(capsys):
+    """Notebook 11 has the learner write Decoder.__init__ too: a plain list of blocks, a head
+    with a bias, too few blocks and a missing layer are each named with the fix."""
+
+    class PlainList(solution.Decoder):
+        def __init__(self, vocab_size, block_size, d_model, n_heads, n_layers, d_ff):
+            super().__init__(vocab_size, block_size, d_model, n_heads, n_layers, d_ff)
+            del self.blocks  # as if it had never been a ModuleList
+            self.blocks = [solution.Block(d_model, n_heads, d_ff) for _ in range(n_layers)]
+
+    class BiasedHead(solution.Decoder):
+        def __init__(self, vocab_size, block_size, d_model, *rest):
+            super().__init__(vocab_size, block_size, d_model, *rest)
+            self.lm_head = nn.Linear(d_model, vocab_size)
+            self.lm_head.weight = self.token_embedding.weight
+
+    class OneBlock(solution.Decoder):
+        def __init__(self, vocab_size, block_size, d_model, n_heads, n_layers, d_ff):
+            super().__init__(vocab_size, block_size, d_model, n_heads, 1, d_ff)
+
+    class NoFinalNorm(solution.Decoder):
+        def __init__(self, *sizes):
+            super().__init__(*sizes)
+            del self.final_norm
+
+    for part, named in [
+        (PlainList, "self.blocks is a plain Python list"),
+        (BiasedHead, "has biases the course's model does not: lm_head.bias; build those layers "
+                     "with bias=False"),
+        (OneBlock, "has 1 block(s) in self.blocks, expected 2 (n_layers)"),
+        (NoFinalNorm, "has no parameter final_norm.weight, final_norm.bias: use the attribute "
+                      "names the exercise gives"),
+    ]:  # fmt: skip
+        ok, out = verdict(check_decoder, part, capsys)
+        assert not ok and named in out, (part.__name__, out)
+
+
+def test_a_missing_bias_is_named(capsys):
+    class NoBias(solution.FeedForward):
+        def __init__(self, d_model, d_ff):
+            super().__init__(d_model, d_ff)
+            self.up = nn.Linear(d_model, d_ff, bias=False)
+
+    ok, out = verdict(check_feed_forward, NoBias, capsys)
+    assert not ok and "lacks biases the course's model has: up.bias" in out, out
+
+
 def test_decoder_equals_tiny_decoder_and_saves_the_part(scratch_parts, capsys):
     """The checker's reference is TinyDecoder (learned positions, no dropout); the solution
     passes and is saved for my_model()."""

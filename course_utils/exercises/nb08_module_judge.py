@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Callable, Sequence
 
 import torch
@@ -146,6 +147,46 @@ def _kind(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
+def _listed(names: list[str]) -> str:
+    """At most three names, then how many in all."""
+    shown = ", ".join(names[:3])
+    return shown if len(names) <= 3 else f"{shown}, ... ({len(names)} in all)"
+
+
+def _names_problem(module: nn.Module, shown: str, missing: list[str], extra: list[str]) -> str:
+    """Why the learner's parameter names differ from the course's, most specific cause first:
+    modules kept in a plain list, biases added or left out, a wrong number of blocks; else
+    the names themselves."""
+    for name, value in vars(module).items():
+        if isinstance(value, list | tuple) and any(isinstance(v, nn.Module) for v in value):
+            return (
+                f"self.{name} is a plain Python {type(value).__name__}: its modules' parameters "
+                f"are not part of {shown} (they would not train or load); wrap it: "
+                f"self.{name} = nn.ModuleList([...])"
+            )
+    if extra and not missing and all(k.endswith(".bias") for k in extra):
+        return (
+            f"{shown} has biases the course's model does not: {_listed(extra)}; build those "
+            "layers with bias=False"
+        )
+    if missing and not extra and all(k.endswith(".bias") for k in missing):
+        return (
+            f"{shown} lacks biases the course's model has: {_listed(missing)}; nn.Linear has "
+            "one unless you pass bias=False"
+        )
+    if missing and not extra and all(re.match(r"blocks\.\d+\.", k) for k in missing):
+        have = len({k.split(".")[1] for k in module.state_dict() if k.startswith("blocks.")})
+        wanted = max(int(k.split(".")[1]) for k in missing) + 1
+        return (
+            f"{shown} has {have} block(s) in self.blocks, expected {wanted} (n_layers): "
+            "build one Block per layer"
+        )
+    said = f"{shown} has no parameter {_listed(missing)}" if missing else shown
+    if extra:
+        said += f"{' but has' if missing else ' has extra parameters'} {_listed(extra)}"
+    return f"{said}: use the attribute names the exercise gives (the course's weights load by name)"
+
+
 def _build_problem(part: type, reference: type, args: tuple, title: str, structure) -> str | None:
     """Build the learner's module and compare its parameter names and shapes with the
     reference's: a missing, extra or renamed attribute is named."""
@@ -159,25 +200,19 @@ def _build_problem(part: type, reference: type, args: tuple, title: str, structu
         wanted = ", ".join(list(inspect.signature(reference.__init__).parameters)[1:])
         return (
             f"{shown} raised {type(error).__name__}: {error}; __init__ takes ({wanted}) "
-            "(keep the __init__ the exercise gives)"
+            "(the exercise lists its arguments)"
         )
     expected = random_weights(reference, args)
     got = module.state_dict()
     missing = [k for k in expected if k not in got]
     extra = [k for k in got if k not in expected]
     if missing or extra:
-        said = f"{shown} has no parameter {', '.join(missing)}" if missing else shown
-        if extra:
-            said += f"{' but has' if missing else ' has extra parameters'} {', '.join(extra)}"
-        return (
-            f"{said}: keep the attribute names of the __init__ the exercise gives, so the "
-            "course's weights load by name"
-        )
+        return _names_problem(module, shown, missing, extra)
     for key, value in expected.items():
         if tuple(got[key].shape) != tuple(value.shape):
             return (
                 f"{shown}'s {key} has shape {tuple(got[key].shape)}, expected "
-                f"{tuple(value.shape)} (keep the __init__ the exercise gives)"
+                f"{tuple(value.shape)} (the exercise gives each layer's sizes)"
             )
     if structure is None:
         return None
