@@ -148,3 +148,7 @@ def test_own_record_with_configs_chooses_only_the_same_run():
     assert own_record(records, "gpu", "cuda", "bf16", same) is run
     shrunk = ({"d_model": 48}, {"max_iters": 20})  # the rehearsal switch's run
     assert own_record(records, "gpu", "cuda", "bf16", shrunk) is None
+    # a record written before ModelConfig had a field holds the run of its default
+    with_default, with_other = {"d_model": 384, "bias": True}, {"d_model": 384, "bias": False}
+    assert own_record(records, "gpu", "cuda", "bf16", (with_default, same[1])) is run
+    assert own_record(records, "gpu", "cuda", "bf16", (with_other, same[1])) is None

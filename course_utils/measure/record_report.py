@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import MISSING, fields
 
 #: How many pooled seed standard deviations the live run may differ from its record by.
 MARGIN_SIGMAS = 3
@@ -75,10 +76,22 @@ def own_record(
         if record["config_name"] == config_name
         and record["device"]["type"] == device_type
         and (record.get("conditions") or {}).get("rehearsal") in (None, "unknown")
-        and (configs is None or (record["model_config"], record["train_config"]) == configs)
+        and (configs is None or _same_run(record, configs))
     ]
     same_precision = [record for record in matching if record.get("precision") == precision]
     return (same_precision or matching or [None])[0]
+
+
+def _same_run(record: dict, configs: tuple[dict, dict]) -> bool:
+    """The record's configs are ``configs``; a ModelConfig field the record lacks (added to the
+    course after it was written) reads as its default, the behaviour the run had."""
+    from course_utils.config import ModelConfig
+
+    model, train = configs
+    saved = record["model_config"]
+    defaults = {f.name: f.default for f in fields(ModelConfig) if f.default is not MISSING}
+    filled = {k: defaults[k] for k in model if k not in saved and k in defaults}
+    return ({**filled, **saved}, record["train_config"]) == (model, train)
 
 
 # NVIDIA T4 Tensor Core GPU data sheet (2019): 65 TFLOP/s mixed precision (FP16 tensor cores
