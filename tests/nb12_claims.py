@@ -130,6 +130,10 @@ def check_head_claims(cells: list[dict], rehearsing: bool) -> None:
         assert "puts about four times an even share on the last space" in markdown_text(cells)
         weights, even = found["the last space"]
         assert 3.5 <= max(weights) / round(even, 2) <= 4.5, (weights, even)
+        assert "itself is at most about twice an even spread" in markdown_text(cells)
+        for name in ("the previous character", "itself"):
+            weights, even = found[name]
+            assert max(weights) / round(even, 2) <= 2.1, (name, weights, even)
 
 
 def check_checkpoint_claims(cells: list[dict]) -> None:
