@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 
 from course_utils.checks import check_bool, check_choice, check_float, check_int
 
@@ -274,6 +274,15 @@ def get_config(
     for key, value in overrides.items():
         (model_kwargs if key in model_fields else train_kwargs)[key] = value
     return config_class(**model_kwargs), TrainConfig(**train_kwargs)
+
+
+def with_defaults(saved: dict, config_class: type, names=None) -> dict:
+    """``saved`` (a config as a dict, from a checkpoint or a record) with every field of
+    ``config_class`` it lacks, among ``names`` (default: all), at that field's default: a field
+    added to the course after ``saved`` was written had its default's behaviour then."""
+    defaults = {f.name: f.default for f in fields(config_class) if f.default is not MISSING}
+    wanted = defaults if names is None else [n for n in names if n in defaults]
+    return {**{n: defaults[n] for n in wanted if n not in saved}, **saved}
 
 
 def _check_config_class(config_class: object) -> type[ModelConfig]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import MISSING, fields
 
 #: How many pooled seed standard deviations the live run may differ from its record by.
 MARGIN_SIGMAS = 3
@@ -85,13 +84,11 @@ def own_record(
 def _same_run(record: dict, configs: tuple[dict, dict]) -> bool:
     """The record's configs are ``configs``; a ModelConfig field the record lacks (added to the
     course after it was written) reads as its default, the behaviour the run had."""
-    from course_utils.config import ModelConfig
+    from course_utils.config import ModelConfig, with_defaults
 
     model, train = configs
-    saved = record["model_config"]
-    defaults = {f.name: f.default for f in fields(ModelConfig) if f.default is not MISSING}
-    filled = {k: defaults[k] for k in model if k not in saved and k in defaults}
-    return ({**filled, **saved}, record["train_config"]) == (model, train)
+    saved = with_defaults(record["model_config"], ModelConfig, names=model)
+    return (saved, record["train_config"]) == (model, train)
 
 
 # NVIDIA T4 Tensor Core GPU data sheet (2019): 65 TFLOP/s mixed precision (FP16 tensor cores

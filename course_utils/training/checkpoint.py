@@ -19,13 +19,13 @@ import os
 import pickle
 import re
 import tempfile
-from dataclasses import MISSING, asdict, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
 
 from course_utils.checks import as_device, check_instance, check_int
-from course_utils.config import TrainConfig
+from course_utils.config import TrainConfig, with_defaults
 from course_utils.model import TinyDecoder
 from course_utils.modern_model import ModernDecoder
 from course_utils.training.checksum import _verify_checksum, _with_checksum, payload_sha256
@@ -239,9 +239,7 @@ def _check_same_kind(saved_kind: str, model: TinyDecoder | ModernDecoder, path: 
 def _check_config_matches(saved: dict, model: TinyDecoder | ModernDecoder, path: object) -> None:
     """ValueError when ``model``'s config differs from the checkpoint's ``model_config``."""
     expected = asdict(model.config)
-    # a field added after the checkpoint was written had its default's behaviour then
-    defaults = {f.name: f.default for f in fields(model.config) if f.default is not MISSING}
-    saved = {**defaults, **saved}
+    saved = with_defaults(saved, type(model.config))  # fields added since it was written
     differing = {k: (saved.get(k), v) for k, v in expected.items() if saved.get(k) != v}
     if differing:
         details = ", ".join(
