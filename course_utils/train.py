@@ -267,7 +267,7 @@ def prepare_run(
     """
     text = load_shakespeare(max_chars)
     tokenizer = CharTokenizer.from_text(text)
-    data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+    data = tokenizer.encode_tensor(text)
     train_data, val_data = train_val_split(data, 0.1)
     overrides = run_overrides(args)
     overrides.update(settings or {})

@@ -47,6 +47,7 @@ def test_the_shapes_come_from_the_model_not_from_the_labels(monkeypatch):
         draw.traced_stages()
 
 
+@pytest.mark.tooling  # the asset tool: make test-tooling (CI)
 def test_rendering_is_deterministic():
     first = draw.render_svg()
     assert first == draw.render_svg()
@@ -60,6 +61,7 @@ def test_the_committed_svg_is_current():
     assert draw.main(["--check"]) == 0
 
 
+@pytest.mark.tooling  # the asset tool: make test-tooling (CI)
 def test_check_mode_reports_a_stale_file(tmp_path, capsys):
     stale = tmp_path / "decoder_shapes.svg"
     stale.write_text("<svg/>")

@@ -274,6 +274,7 @@ print(len(files), cells)
 """
 
 
+@pytest.mark.tooling  # other Pythons, in fresh processes: make test-tooling (CI)
 @pytest.mark.parametrize("version", sorted(_NEWER))
 def test_the_course_compiles_and_its_stdlib_modules_run_on_newer_pythons(version):
     python = _NEWER[version]

@@ -24,6 +24,7 @@ def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           timeout=60, env=env)  # fmt: skip
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_without_cuda_it_stops_at_once_with_one_line(tmp_path):
     logs = tmp_path / "logs"

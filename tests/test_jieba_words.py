@@ -58,6 +58,7 @@ def test_the_words_join_back_to_the_text(loaded_jieba):
     assert " " in words and "natural" in words and "自然语言" in words
 
 
+@pytest.mark.tooling  # jieba's cache on a shared machine (setup): make test-tooling (CI)
 def test_cache_goes_to_the_user_folder_not_shared_tmp(fresh_jieba):
     split_words("我爱北京天安门")
     cache = fresh_jieba / "home_cache" / "transformer-course" / "jieba" / "jieba.cache"
@@ -66,6 +67,7 @@ def test_cache_goes_to_the_user_folder_not_shared_tmp(fresh_jieba):
     assert jieba.dt.tmp_dir == str(cache.parent)
 
 
+@pytest.mark.tooling  # jieba's cache on a shared machine (setup): make test-tooling (CI)
 def test_plain_jieba_writes_to_the_shared_temp_dir(fresh_jieba):
     """Control: without the redirection, jieba writes <tempdir>/jieba.cache, so the check
     above can fail."""
@@ -78,6 +80,7 @@ def test_plain_jieba_writes_to_the_shared_temp_dir(fresh_jieba):
     assert (fresh_jieba / "shared_tmp" / "jieba.cache").is_file()
 
 
+@pytest.mark.tooling  # jieba's cache on a shared machine (setup): make test-tooling (CI)
 def test_no_log_records_and_the_level_is_restored(fresh_jieba, caplog):
     level = jieba.default_logger.level
     with caplog.at_level(logging.DEBUG):
@@ -98,6 +101,7 @@ def test_nothing_on_stderr_in_a_fresh_process(tmp_path):
     assert done.stderr == ""
 
 
+@pytest.mark.tooling  # jieba's cache on a shared machine (setup): make test-tooling (CI)
 def test_the_cache_is_reused(fresh_jieba, monkeypatch):
     split_words("我爱北京天安门")
     cache = Path(jieba.dt.tmp_dir) / "jieba.cache"
@@ -107,6 +111,7 @@ def test_the_cache_is_reused(fresh_jieba, monkeypatch):
     assert cache.stat().st_mtime_ns == written
 
 
+@pytest.mark.tooling  # jieba's cache on a shared machine (setup): make test-tooling (CI)
 @pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
 def test_unwritable_home_falls_back_to_a_private_folder(fresh_jieba, monkeypatch):
     (fresh_jieba / "home_is_a_file").write_text("")
@@ -119,6 +124,7 @@ def test_unwritable_home_falls_back_to_a_private_folder(fresh_jieba, monkeypatch
     assert not (fresh_jieba / "shared_tmp" / "jieba.cache").exists()
 
 
+@pytest.mark.tooling  # jieba's cache on a shared machine (setup): make test-tooling (CI)
 @pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
 def test_a_planted_shared_folder_is_not_used(fresh_jieba, monkeypatch):
     """Someone else created the per-user temp folder name, writable by all: the cache goes to
@@ -137,6 +143,7 @@ def test_a_planted_shared_folder_is_not_used(fresh_jieba, monkeypatch):
     assert not (fresh_jieba / "shared_tmp" / "jieba.cache").exists()
 
 
+@pytest.mark.tooling  # jieba's cache on a shared machine (setup): make test-tooling (CI)
 def test_a_tmp_dir_set_by_the_user_is_kept(fresh_jieba):
     chosen = fresh_jieba / "chosen"
     chosen.mkdir()

@@ -270,6 +270,7 @@ def test_usage_errors_are_one_line_exit_2(mutation, argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.tooling  # the mutation tool scans every test file: make test-tooling (CI)
 def test_list_prints_each_module_and_its_tests(mutation, capsys):
     assert mutation.main(["--list", "--modules", "masks"]) == 0
     out = capsys.readouterr().out

@@ -92,6 +92,7 @@ def test_is_loopback(host, allowed):
     assert network_guard.is_loopback(host) is allowed
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 def test_a_fresh_python_with_the_makefile_pythonpath_is_guarded():
     """What `make test` and `make course` do for the kernels: sitecustomize installs the guard."""
     code = (
@@ -117,6 +118,7 @@ def test_the_makefile_runs_tests_and_notebooks_with_the_guard():
         assert any(guard in command for guard in guards), command
 
 
+@pytest.mark.tooling  # a fresh kernel: make test-tooling (CI)
 def test_a_jupyter_kernel_started_like_nbval_does_is_guarded_and_still_talks_over_loopback(
     monkeypatch,
 ):

@@ -56,6 +56,7 @@ def _run(code: str, path: Path, *flags: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 def test_the_fake_makes_a_plain_jieba_import_warn(fake_setuptools):
     """Without the course's filter the warning reaches stderr: the tests below can fail."""
     result = _run("import jieba; print(jieba.lcut('我爱北京'))", fake_setuptools)
@@ -78,6 +79,7 @@ def test_the_course_imports_jieba_silently(fake_setuptools):
     assert "pkg_resources" not in result.stderr and "Warning" not in result.stderr, result.stderr
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 def test_import_jieba_returns_the_module_and_filters_only_the_known_warning(fake_setuptools):
     code = """
         import warnings
@@ -93,6 +95,7 @@ def test_import_jieba_returns_the_module_and_filters_only_the_known_warning(fake
     assert "another warning still shows" in result.stderr  # the filter did not leak
 
 
+@pytest.mark.tooling  # a fresh process: make test-tooling (CI)
 def test_the_filter_is_narrow_other_warnings_during_the_import_show(tmp_path):
     """A different warning raised while jieba imports is not swallowed."""
     (tmp_path / "pkg_resources.py").write_text(

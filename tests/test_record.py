@@ -44,6 +44,7 @@ def recorded(tmp_path_factory) -> tuple[dict, Path, subprocess.CompletedProcess]
     return json.loads(out.read_text(encoding="utf-8")), out, result
 
 
+@pytest.mark.tooling  # the record command in a fresh process: make test-tooling (CI)
 def test_the_command_writes_every_key_of_the_schema(recorded):
     record, out, _ = recorded
     assert rec.load_run(out) == record  # load_run validates it
@@ -61,6 +62,7 @@ def test_the_command_writes_every_key_of_the_schema(recorded):
     assert record["model_config"]["d_model"] == 32 and record["train_config"]["max_iters"] == 6
 
 
+@pytest.mark.tooling  # the record command in a fresh process: make test-tooling (CI)
 def test_the_record_holds_every_evaluation_and_consistent_timing(recorded):
     record, _, result = recorded
     evaluations = record["evaluations"]
@@ -92,6 +94,7 @@ def test_the_record_holds_every_evaluation_and_consistent_timing(recorded):
     assert f"final val loss {final['val_loss']:.4f}" in result.stdout
 
 
+@pytest.mark.tooling  # the record command in a fresh process: make test-tooling (CI)
 def test_samples_use_fixed_prompts_and_seeds(recorded):
     record, _, _ = recorded
     assert [s["prompt"] for s in record["samples"]] == list(rec.SAMPLE_PROMPTS)
@@ -101,6 +104,7 @@ def test_samples_use_fixed_prompts_and_seeds(recorded):
         assert len(sample["text"]) == len(sample["prompt"]) + 12
 
 
+@pytest.mark.tooling  # the record command in a fresh process: make test-tooling (CI)
 def test_load_run_names_a_missing_key_and_the_fix(recorded, tmp_path):
     record, _, _ = recorded
     for section, key in [("", "timing"), ("timing", "mfu"), ("device", "capability")]:
@@ -128,6 +132,7 @@ def test_load_run_names_a_missing_key_and_the_fix(recorded, tmp_path):
         rec.load_run(tmp_path / "absent.json")
 
 
+@pytest.mark.tooling  # the record command in a fresh process: make test-tooling (CI)
 def test_find_runs_sorts_by_file_name_and_filters(recorded, tmp_path):
     record, _, _ = recorded
     for name in ("b-cpu.json", "a-cpu.json", "gpu-x.json"):
@@ -177,6 +182,7 @@ def _gpu_like(record: dict, mfu: float | None) -> dict:
     return run
 
 
+@pytest.mark.tooling  # the record command in a fresh process: make test-tooling (CI)
 def test_t4_estimate_is_the_flops_over_the_t4_peak(recorded):
     record, _, _ = recorded
     run = _gpu_like(record, mfu=0.10)
@@ -195,6 +201,7 @@ def test_t4_estimate_is_the_flops_over_the_t4_peak(recorded):
         rec.t4_estimate_minutes(run, precision="bf16")
 
 
+@pytest.mark.tooling  # the record command in a fresh process: make test-tooling (CI)
 def test_plot_run_beside_a_live_history(recorded):
     import matplotlib.pyplot as plt
 
@@ -219,6 +226,7 @@ def test_steady_ms_per_step_needs_two_evaluations():
     assert rec.steady_ms_per_step(two) == pytest.approx(10.0)  # 45 s over 4500 steps
 
 
+@pytest.mark.tooling  # the record command in a fresh process: make test-tooling (CI)
 def test_t4_estimate_text_uses_the_float16_record_of_the_same_gpu(recorded):
     record, _, _ = recorded
     bf16 = _gpu_like(record, mfu=0.08)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 import torch
@@ -40,6 +41,23 @@ def test_encode_decode_round_trip_on_shakespeare(shakespeare_text):
     assert all(0 <= i < tok.vocab_size for i in ids)
     assert tok.decode(ids) == passage
     assert [tok.vocab[i] for i in ids] == list(passage)  # id i really stands for vocab[i]
+
+
+def test_encode_tensor_is_encode_as_a_tensor(shakespeare_text):
+    """The NumPy lookup gives encode's ids on the corpus, on a vocabulary in any order (ids are
+    positions, not code points), beyond the BMP and with a lone surrogate."""
+    tok = CharTokenizer.from_text(shakespeare_text)
+    ids = tok.encode_tensor(shakespeare_text)
+    assert ids.dtype == torch.long and ids.shape == (len(shakespeare_text),)
+    assert ids.tolist() == tok.encode(shakespeare_text)
+    mixed = CharTokenizer(["z", "中", "😀", "a", "\ud800", "\n"])  # not sorted
+    text = "a中😀z\n\ud800" * 3
+    assert mixed.encode_tensor(text).tolist() == mixed.encode(text)
+    assert mixed.encode_tensor("").shape == (0,)
+    for unknown in ("b", "\U0010ffff", "\udfff"):
+        said = re.escape(f"character {unknown!r} is not in the vocabulary of 6")
+        with pytest.raises(ValueError, match=said):
+            mixed.encode_tensor("az" + unknown + "a")
 
 
 def test_decode_accepts_a_tensor():

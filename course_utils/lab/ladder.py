@@ -77,7 +77,7 @@ def ladder_data() -> LadderData:
     """Shakespeare's characters, encoded and split 90 / 10 as in notebook 12 (cached)."""
     text = load_shakespeare()
     tokenizer = CharTokenizer.from_text(text)
-    train, val = train_val_split(torch.tensor(tokenizer.encode(text), dtype=torch.long))
+    train, val = train_val_split(tokenizer.encode_tensor(text))
     return LadderData(tokenizer, train, val, len(tokenizer.vocab), LADDER.block_size)
 
 

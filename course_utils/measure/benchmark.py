@@ -107,7 +107,7 @@ def _benchmark_data() -> tuple[torch.Tensor, int, str]:
         generator = torch.Generator().manual_seed(0)
         return torch.randint(84, (1_000_000,), generator=generator), 84, "random ids, V=84"
     tokenizer = CharTokenizer.from_text(text)
-    data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+    data = tokenizer.encode_tensor(text)
     return data, tokenizer.vocab_size, "Shakespeare, characters"
 
 

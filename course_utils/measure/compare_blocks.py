@@ -95,7 +95,7 @@ def shakespeare_splits() -> tuple[torch.Tensor, torch.Tensor, int]:
 
     text = load_shakespeare()
     tokenizer = CharTokenizer.from_text(text)
-    data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+    data = tokenizer.encode_tensor(text)
     train_data, val_data = train_val_split(data, 0.1)
     return train_data, val_data, tokenizer.vocab_size
 
