@@ -7,9 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-
-from course_utils.data import load_shakespeare
 
 # Offline guarantee: every test runs with outbound connections blocked (loopback stays open,
 # Jupyter kernels need it). Python processes started by the tests (kernels, subprocesses)
@@ -24,12 +21,21 @@ if str(OFFLINE_DIR) not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         p for p in (str(OFFLINE_DIR), os.environ.get("PYTHONPATH")) if p
     )
 
-# The tiny models in these tests are far too small to gain from intra-op threads; on a busy
-# 2-core machine thread hand-offs make every LayerNorm or softmax hundreds of times slower.
-torch.set_num_threads(1)
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_thread():
+    """The tiny models in these tests are far too small to gain from intra-op threads; on a
+    busy 2-core machine thread hand-offs make every LayerNorm or softmax hundreds of times
+    slower. (A fixture, not an import-time call: pytest-xdist's controller, which runs no
+    test, then starts its workers without first importing torch.)"""
+    import torch
+
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
 def shakespeare_text() -> str:
     """The full corpus (about 5 M characters), read from disk once."""
+    from course_utils.data import load_shakespeare
+
     return load_shakespeare()
