@@ -61,19 +61,6 @@ def test_03_the_channel_index_bug_alone_fails_the_check():
     assert len(differences) == 2 and all(d > 1.5 for d in differences)
 
 
-def test_05_trained_heads_are_the_ones_the_prose_describes():
-    # The prose reads the left head as a previous-character head (a line below the diagonal)
-    # and the right one as reaching further back: the printed measurements must say so.
-    cells = _cells("05_scores_and_scaling.ipynb")
-    out = _outputs(_cell_after(cells, "maps = attention_maps("))
-    previous = re.search(
-        r"most weight on the previous character: layer \d head \d \((\d\.\d+)", out
-    )
-    near = re.search(r"least on itself and the previous one: layer \d head \d \((\d\.\d+)", out)
-    assert previous and near, out
-    assert float(previous.group(1)) > 0.4 and float(near.group(1)) < 0.5
-
-
 def test_06_mask_conventions_and_the_nan_query():
     cells = _cells("06_masking.ipynb")
     out = _outputs(_cell_after(cells, "torch_mha = nn.MultiheadAttention"))

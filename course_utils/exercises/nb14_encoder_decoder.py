@@ -178,6 +178,12 @@ def _inverted(*case):
     return tuple(~m for m in _masks(*case))
 
 
+def _padded_rows_hidden_too(src_lengths, t_src, t_tgt):
+    encoder, causal, cross = _masks(src_lengths, t_src, t_tgt)
+    real = torch.arange(t_src) < torch.tensor(src_lengths)[:, None]  # (B, T_src)
+    return encoder & real[:, None, :, None], causal, cross  # (B, 1, T_src, T_src)
+
+
 def _from_longest(src_lengths, t_src, t_tgt):
     return _masks(src_lengths, max(src_lengths), t_tgt)
 
@@ -217,6 +223,11 @@ ENCODER_DECODER_MASKS_MISTAKES = [
         "the padding mask on the query rows (B, 1, T_src, 1); padding hides keys, the last "
         "axis: real[:, None, None, :]",
         lambda *case: _masks(*case, rows=True),
+    ),
+    (
+        "the padded query rows hidden too: a padded source position then sees no key at all "
+        "(a row of -inf, NaN after the softmax); padding hides keys only: real[:, None, None, :]",
+        lambda *case: _padded_rows_hidden_too(*case),
     ),
     (
         "masks as wide as the longest source, max(src_lengths); the batch is padded to "
