@@ -156,7 +156,8 @@ def check_cross_attention(cross_attention: Callable) -> bool:
 
 
 def _masks(src_lengths, t_src, t_tgt, *, encoder_causal=False, cross_causal=False,
-           decoder_causal=True, padding=True, diagonal=0, triu=False, rows=False):  # fmt: skip
+           decoder_causal=True, padding=True, diagonal=0, triu=False, rows=False,
+           query_rows_too=False):  # fmt: skip
     """(encoder_self, decoder_self, cross) written out; the keywords make the known mistakes."""
     real = torch.arange(t_src) < torch.tensor(src_lengths)[:, None]  # (B, T_src)
     padding_mask = real[:, None, :, None] if rows else real[:, None, None, :]  # (B, 1, 1, T_src)
@@ -167,6 +168,8 @@ def _masks(src_lengths, t_src, t_tgt, *, encoder_causal=False, cross_causal=Fals
     if not decoder_causal:
         causal = torch.ones(t_tgt, t_tgt, dtype=torch.bool)
     encoder, cross = padding_mask, padding_mask
+    if query_rows_too:  # the encoder's padded queries hidden as well: (B, 1, T_src, T_src)
+        encoder = padding_mask & real[:, None, :, None]
     if encoder_causal:
         encoder = padding_mask & torch.ones(t_src, t_src, dtype=torch.bool).tril()
     if cross_causal:
@@ -176,12 +179,6 @@ def _masks(src_lengths, t_src, t_tgt, *, encoder_causal=False, cross_causal=Fals
 
 def _inverted(*case):
     return tuple(~m for m in _masks(*case))
-
-
-def _padded_rows_hidden_too(src_lengths, t_src, t_tgt):
-    encoder, causal, cross = _masks(src_lengths, t_src, t_tgt)
-    real = torch.arange(t_src) < torch.tensor(src_lengths)[:, None]  # (B, T_src)
-    return encoder & real[:, None, :, None], causal, cross  # (B, 1, T_src, T_src)
 
 
 def _from_longest(src_lengths, t_src, t_tgt):
@@ -227,7 +224,7 @@ ENCODER_DECODER_MASKS_MISTAKES = [
     (
         "the padded query rows hidden too: a padded source position then sees no key at all "
         "(a row of -inf, NaN after the softmax); padding hides keys only: real[:, None, None, :]",
-        lambda *case: _padded_rows_hidden_too(*case),
+        lambda *case: _masks(*case, query_rows_too=True),
     ),
     (
         "masks as wide as the longest source, max(src_lengths); the batch is padded to "
