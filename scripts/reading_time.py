@@ -17,6 +17,11 @@ The rule (issue 30, "Measured"), applied to the committed notebook:
 * **exercises**: 6 minutes each. An exercise is a code cell that holds
   ``raise NotImplementedError  # your code here``: the cell the learner completes.
 
+**Core and deeper.** A notebook's deeper part is every cell from the markdown cell that opens
+with the heading ``## Going deeper`` to the end; the cells before it are its core (what a
+learner needs to write and train their decoder). The syllabus shows both: "~35 min core +
+~25 deeper". A notebook without the heading is all core.
+
 Outputs (printed numbers, figures) are not counted. The syllabus shows each total rounded to
 the nearest 5 minutes. Notebook 00 also shows the minutes of reading until the first text
 written by a model the reader trained: the cells up to and including the code cell tagged
@@ -49,6 +54,7 @@ SOLUTION_PREFIX = "# Solution"
 SETUP_PREFIX = "# @title Setup"
 FIRST_TEXT_TAG = "first-text"
 COLUMN = "reading"
+DEEPER_HEADING = "## Going deeper"
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)*")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -110,10 +116,31 @@ def _cells(path: Path) -> list[dict]:
 
 def notebook_reading(path: Path) -> Reading:
     """The reading of a whole notebook."""
-    total = NOTHING
-    for cell in _cells(path):
-        total = total + cell_reading(cell)
-    return total
+    core, deeper = core_and_deeper(path)
+    return core + deeper
+
+
+def is_deeper_heading(cell: dict) -> bool:
+    """Whether ``cell`` is the markdown cell that opens the notebook's "Going deeper" part."""
+    source = "".join(cell.get("source", "")).lstrip()
+    return cell.get("cell_type") == "markdown" and source.startswith(DEEPER_HEADING)
+
+
+def deeper_start(cells: list[dict]) -> int:
+    """Index of the cell that opens the deeper part; ``len(cells)`` when there is none."""
+    return next((i for i, cell in enumerate(cells) if is_deeper_heading(cell)), len(cells))
+
+
+def core_and_deeper(path: Path) -> tuple[Reading, Reading]:
+    """The reading of a notebook's core (before ``## Going deeper``) and of its deeper part."""
+    cells = _cells(path)
+    split = deeper_start(cells)
+    core, deeper = NOTHING, NOTHING
+    for cell in cells[:split]:
+        core = core + cell_reading(cell)
+    for cell in cells[split:]:
+        deeper = deeper + cell_reading(cell)
+    return core, deeper
 
 
 def minutes_to_first_text(path: Path) -> float | None:
@@ -134,7 +161,10 @@ def rounded(minutes: float) -> int:
 
 def reading_cell(path: Path) -> str:
     """The text of the ``reading`` column for one notebook."""
-    text = f"~{rounded(notebook_reading(path).minutes)} min"
+    core, deeper = core_and_deeper(path)
+    text = f"~{rounded(core.minutes)} min"
+    if deeper != NOTHING:
+        text += f" core + ~{rounded(deeper.minutes)} deeper"
     first = minutes_to_first_text(path)
     if first is not None:
         text += f" (your first model writes at {math.ceil(first)} min)"
@@ -232,14 +262,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare, do not write; exit 1")
     args = parser.parse_args(argv)
     notebooks = course_notebooks()
+    core_path = 0.0
     for path in notebooks:
-        reading = notebook_reading(path)
+        core, deeper = core_and_deeper(path)
         first = minutes_to_first_text(path)
         print(
-            f"{path.name:<42} {reading.minutes:5.1f} min: {reading.words:6.0f} words, "
-            f"{reading.code_lines:4} code lines, {reading.exercises} exercises"
+            f"{path.name:<42} core {core.minutes:5.1f} min ({core.words:5.0f} words, "
+            f"{core.code_lines:3} code lines, {core.exercises} exercises), "
+            f"deeper {deeper.minutes:5.1f} min"
             + (f"; first text from the reader's model after {first:.1f} min" if first else "")
         )
+        if path.name[:2] <= "12":
+            core_path += core.minutes
+    print(f"core path, notebooks 00-12: {core_path:.0f} min")
     current = README.read_text(encoding="utf-8")
     updated = rewrite_syllabus(current, notebooks)
     if updated == current:

@@ -130,3 +130,23 @@ def test_notebook_00_has_the_reader_s_model_writing_within_20_minutes():
     assert minutes < 20, (
         f"notebook 00's first text from the reader's model comes after {minutes:.1f} min"
     )
+
+
+def test_the_deeper_part_starts_at_its_heading_and_the_table_shows_both(tmp_path):
+    path = _notebook(
+        tmp_path,
+        "05_x.ipynb",
+        [
+            md(" ".join(["word"] * 340)),  # core: 2 minutes
+            md("## Going deeper (optional)\n\n" + " ".join(["word"] * 166)),  # deeper: 1 min
+            code("\n".join(f"x{i} = {i}" for i in range(40))),  # deeper: 4 minutes
+        ],
+    )
+    core, deeper = rt.core_and_deeper(path)
+    assert core.minutes == pytest.approx(2.0) and deeper.minutes == pytest.approx(5.0)
+    assert rt.notebook_reading(path).minutes == pytest.approx(7.0)
+    assert rt.reading_cell(path) == "~5 min core + ~5 deeper"
+    # a heading that merely mentions the words, or a deeper heading in a code cell, opens nothing
+    other = _notebook(tmp_path, "06_x.ipynb", [md("## Not going deeper\n\nword"), code("x = 1")])
+    assert rt.core_and_deeper(other)[1] == rt.NOTHING
+    assert rt.reading_cell(other) == "~5 min"
