@@ -138,7 +138,7 @@ def test_the_deeper_part_starts_at_its_heading_and_the_table_shows_both(tmp_path
         "05_x.ipynb",
         [
             md(" ".join(["word"] * 340)),  # core: 2 minutes
-            md("## Going deeper (optional)\n\n" + " ".join(["word"] * 166)),  # deeper: 1 min
+            md("## Going deeper (optional)\n\n" + " ".join(["word"] * 167)),  # 170 words: 1 min
             code("\n".join(f"x{i} = {i}" for i in range(40))),  # deeper: 4 minutes
         ],
     )
