@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import course_utils.exercises.solution_model as solution
 from course_utils.exercises.core import count_multiplications
 from course_utils.exercises.judge import Case, judge
-from course_utils.exercises.nb08_module_judge import judge_module
+from course_utils.exercises.module_judge import judge_module
 
 
 def _concat(x: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,7 @@ from torch import nn
 
 import course_utils.exercises.solution_model as solution
 from course_utils.exercises.judge import Case, judge
-from course_utils.exercises.nb08_module_judge import judge_module
+from course_utils.exercises.module_judge import judge_module
 
 
 class _Reference(solution.LayerNorm):

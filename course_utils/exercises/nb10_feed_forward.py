@@ -11,7 +11,7 @@ import torch.nn.functional as F
 import course_utils.exercises.solution_model as solution
 from course_utils.exercises.difference import Tolerance, difference
 from course_utils.exercises.judge import Case, judge
-from course_utils.exercises.nb08_module_judge import build, judge_module
+from course_utils.exercises.module_judge import build, judge_module
 
 
 class _Reference(solution.FeedForward):

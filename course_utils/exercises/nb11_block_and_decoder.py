@@ -19,7 +19,7 @@ import course_utils.exercises.solution_model as solution
 from course_utils.config import ModelConfig
 from course_utils.exercises.difference import difference
 from course_utils.exercises.judge import Case
-from course_utils.exercises.nb08_module_judge import judge_module, random_weights
+from course_utils.exercises.module_judge import judge_module, random_weights
 from course_utils.layers import DecoderBlock
 from course_utils.model import TinyDecoder
 

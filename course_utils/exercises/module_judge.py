@@ -1,4 +1,4 @@
-"""Judge a learner's ``nn.Module`` part (notebooks 08-11) with the course's weights copied in.
+"""Judge a learner's ``nn.Module`` part (the classes of notebooks 08-11) against the course's.
 
 The parts the learner writes as classes (``MultiHeadAttention``, ``LayerNorm``,
 ``FeedForward``, ``Block``, ``Decoder``) keep the attribute names of the course's
