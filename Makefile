@@ -42,6 +42,24 @@ ARGS ?=
 # overwritten, so what you run and save never changes notebooks/ (what `make test` checks).
 # Delete a copy to get the course's current version of that notebook back.
 WORK ?= work
+# `make lab EDITION=zh` opens the Chinese edition instead: the notebooks of ZH_NOTEBOOKS (built
+# by `make translations`), copied into $(WORK)/zh/ the same way.
+EDITION ?= en
+ZH_NOTEBOOKS ?= notebooks/zh
+ifeq ($(EDITION),en)
+LAB_NOTEBOOKS = $(NOTEBOOKS)
+LAB_WORK = $(WORK)
+else ifeq ($(EDITION),zh)
+LAB_NOTEBOOKS = $(sort $(wildcard $(ZH_NOTEBOOKS)/*.ipynb))
+LAB_WORK = $(WORK)/zh
+ifneq ($(filter lab,$(MAKECMDGOALS)),)
+ifeq ($(LAB_NOTEBOOKS),)
+$(error make lab EDITION=zh: the Chinese edition is not built yet ($(ZH_NOTEBOOKS)/ holds no notebook); `make lab` opens the English one)
+endif
+endif
+else
+$(error EDITION=$(EDITION): expected EDITION=en (the default) or EDITION=zh)
+endif
 # The .venv's "python3" kernel, shown under the course's name: only its display_name changes,
 # so nbconvert, nbval and Colab still find and start it as python3 (the name the notebooks
 # record) with the same command. And JupyterLab defaults for this .venv only (no news
@@ -88,7 +106,7 @@ EXEC_ENV := MPLBACKEND=module://matplotlib_inline.backend_inline OMP_NUM_THREADS
 # process started with it on PYTHONPATH (pytest, notebook kernels); Jupyter itself uses 127.0.0.1.
 OFFLINE_ENV := PYTHONPATH="$(CURDIR)/tests/offline$${PYTHONPATH:+:$$PYTHONPATH}"
 
-.PHONY: setup lab lab-config work test test-tooling course headers determinism train checkpoint record bench compare-blocks mutation lint clean venv assets rerecord rehearsal gpu-check wheelhouse reading-time
+.PHONY: setup lab lab-config work translations test test-tooling course headers determinism train checkpoint record bench compare-blocks mutation lint clean venv assets rerecord rehearsal gpu-check wheelhouse reading-time
 
 setup: $(STAMP)
 
@@ -139,7 +157,7 @@ venv:
 # Jupyter refuses to run as root (containers, some lab machines) unless told it may.
 # news_url=None: JupyterLab fetches no news feed (the pop-up is off through LAB_OVERRIDES).
 lab: setup lab-config work
-	"$(VENV)/bin/jupyter" lab $(if $(filter 0,$(shell id -u)),--allow-root) --LabApp.news_url=None $(if $(PORT),--port=$(PORT)) $(ARGS) "$(WORK)/"
+	"$(VENV)/bin/jupyter" lab $(if $(filter 0,$(shell id -u)),--allow-root) --LabApp.news_url=None $(if $(PORT),--port=$(PORT)) $(ARGS) "$(LAB_WORK)/"
 
 # The kernel's name and the JupyterLab defaults (see KERNEL_JSON, LAB_OVERRIDES above).
 lab-config:
@@ -152,8 +170,8 @@ lab-config:
 
 # Copies every notebook missing from WORK (a copy already there, edited or not, is kept).
 work:
-	@mkdir -p "$(WORK)"
-	@for notebook in $(NOTEBOOKS); do copy="$(WORK)/$${notebook##*/}"; \
+	@mkdir -p "$(LAB_WORK)"
+	@for notebook in $(LAB_NOTEBOOKS); do copy="$(LAB_WORK)/$${notebook##*/}"; \
 		[ -e "$$copy" ] || { cp "$$notebook" "$$copy" && echo "made $$copy, your copy of $$notebook"; }; \
 	done
 
@@ -205,6 +223,14 @@ assets: setup
 # Execute every notebook twice; their text outputs (sanitised as nbval does) must be identical.
 determinism: setup
 	$(EXEC_ENV) $(OFFLINE_ENV) $(PY) scripts/check_determinism.py $(NOTEBOOKS)
+
+# The Chinese edition: the catalogues translations/zh/*.po updated from the English notebooks,
+# the Chinese notebooks that have a translation built into notebooks/zh/, then every Chinese
+# text out of date with its English named (scripts/translations.py; README, Chinese edition).
+translations: setup
+	$(PY) scripts/translations.py update
+	$(PY) scripts/translations.py build
+	$(PY) scripts/translations.py check
 
 # Each notebook's reading time (prose, code, exercises), written into README.md's syllabus.
 reading-time: setup

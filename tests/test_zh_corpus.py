@@ -175,3 +175,12 @@ def test_the_script_says_how_to_install_opencc(monkeypatch, capsys, tmp_path):
     with pytest.raises(SystemExit) as stop:
         prep.main(["--tarball", str(_tarball(tmp_path / "p.tgz"))])
     assert stop.value.code == 2 and "pip install opencc==1.4.2" in capsys.readouterr().err
+
+
+def test_the_readme_states_the_corpus_facts(text):
+    section = (prep.ROOT / "README.md").read_text(encoding="utf-8").split("## 中文版", 1)[1]
+    facts = {"poems": text.count("\n\n") + 1, **prep.facts(text)}
+    assert f"{facts['poems']:,} Tang regulated poems" in section
+    assert f"{facts['characters']:,} characters" in section
+    assert f"V = {facts['distinct characters V']:,} distinct" in section
+    assert f"ln V = {facts['ln V']:.3f} nats" in section

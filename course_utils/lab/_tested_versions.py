@@ -27,6 +27,7 @@ TESTED_VERSIONS = {
     "ruff": "0.17.6",
     "ipywidgets": "8.1.9",
     "pyyaml": "6.0.3",
+    "polib": "1.2.0",
     "transformers": "5.24.0",
     "cosmic-ray": "8.7.0",
 }

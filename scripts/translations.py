@@ -1,0 +1,312 @@
+"""The Chinese edition's catalogues: update them from the English notebooks, build, check.
+
+One gettext catalogue per notebook, ``translations/zh/<notebook stem>.po``, read and written
+with polib. Each entry is one English text of the notebook (a markdown cell, a comment run, a
+text literal: see ``scripts/translation_texts.py``), its ``msgctxt`` ``<stem>#<cell id>``
+ties it to the notebook and the cell, and its ``msgstr`` is the Chinese (empty: not yet).
+
+    python scripts/translations.py update   # English -> catalogues (make translations)
+    python scripts/translations.py build    # English + catalogues -> notebooks/zh/
+    python scripts/translations.py check    # name every Chinese text out of date; exit 1
+
+``update`` keeps each translation where its English still is; when a cell's English changed
+it carries the old translation over marked ``fuzzy`` with the old English as
+``#| msgid`` (a markdown cell always, a comment or string when the texts are alike); a
+translation whose English is gone becomes obsolete (``#~``), kept as memory. Cells keep
+their ids when they move, so a translation follows its cell to another notebook.
+``build`` writes a Chinese notebook for each catalogue with a translation (``--all``: every
+notebook): the English notebook with its translated texts, no outputs (they come from
+running it), Colab badges opening ``notebooks/zh/``; a fuzzy translation is not used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import difflib
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import polib
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import translation_texts as texts  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+CATALOGUES = ROOT / "translations" / "zh"
+EDITION = ROOT / "notebooks" / "zh"
+METADATA = {
+    "Project-Id-Version": "transformer-course notebooks",
+    "Language": "zh_CN",
+    "MIME-Version": "1.0",
+    "Content-Type": "text/plain; charset=UTF-8",
+    "Content-Transfer-Encoding": "8bit",
+}
+_BADGE = re.compile(r"(colab\.research\.google\.com/github/[^)\s]*/notebooks/)(?!zh/)")
+BADGE_ID = "colab-badge"  # scripts/sync_notebook_headers.py's badge cell: a link, no words
+LIKE = 0.5  # a comment or string this alike to a vanished one inherits its translation
+
+
+class Text(NamedTuple):
+    """One English text of a notebook: its cell, kind and words (the catalogue's msgid)."""
+
+    cell: str
+    kind: str
+    msgid: str
+
+
+def notebook_texts(path: Path) -> list[Text]:
+    """The translatable texts of the notebook at ``path``, in order, each once per cell."""
+    found: dict[tuple[str, str], Text] = {}
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown" and source.strip() and cell["id"] != BADGE_ID:
+            found.setdefault((cell["id"], source), Text(cell["id"], "markdown", source))
+        elif cell["cell_type"] == "code":
+            for span in texts.code_spans(source):
+                msgid = texts.span_text(source, span)
+                found.setdefault((cell["id"], msgid), Text(cell["id"], span.kind, msgid))
+    return list(found.values())
+
+
+def english_notebooks(folder: Path = NOTEBOOKS) -> list[Path]:
+    """The numbered English notebooks, ``NN_name.ipynb``, in order."""
+    return sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+
+
+def cell_of(entry: polib.POEntry) -> str:
+    return (entry.msgctxt or "").rpartition("#")[2]
+
+
+def _kind(entry: polib.POEntry) -> str:
+    return (entry.comment or "").partition(" ")[0]
+
+
+def _memory(catalogues: dict[Path, polib.POFile]) -> list[polib.POEntry]:
+    """Every translated entry of every catalogue, obsolete ones too."""
+    return [e for po in catalogues.values() for e in po if e.msgstr]
+
+
+def _same(text: Text, memory: list[polib.POEntry]) -> polib.POEntry | None:
+    """The old entry with ``text``'s words: in the same cell, else anywhere; a confirmed
+    translation before a fuzzy one."""
+    for here in (lambda e: cell_of(e) == text.cell, lambda e: True):
+        found = [e for e in memory if e.msgid == text.msgid and here(e)]
+        if found:
+            return next((e for e in found if not e.fuzzy), found[0])
+    return None
+
+
+def _alike(text: Text, memory: list[polib.POEntry], used: set[int]) -> polib.POEntry | None:
+    """The unused old entry of the same cell and kind most like ``text`` (a markdown cell's
+    old text whatever the likeness, a comment's or string's from :data:`LIKE` up)."""
+    alike = [
+        e for e in memory if id(e) not in used and cell_of(e) == text.cell and _kind(e) == text.kind
+    ]
+    ratio = {id(e): difflib.SequenceMatcher(None, e.msgid, text.msgid).ratio() for e in alike}
+    alike = [e for e in alike if text.kind == "markdown" or ratio[id(e)] >= LIKE]
+    return max(alike, key=lambda e: ratio[id(e)], default=None)
+
+
+def _entry(stem: str, text: Text, old: polib.POEntry | None) -> polib.POEntry:
+    entry = polib.POEntry(
+        msgctxt=f"{stem}#{text.cell}",
+        msgid=text.msgid,
+        msgstr="",
+        comment=f"{text.kind} in cell {text.cell}",
+    )
+    if old is not None:
+        entry.msgstr = old.msgstr
+        if old.msgid != text.msgid or old.fuzzy:
+            entry.flags.append("fuzzy")
+            entry.previous_msgid = old.previous_msgid or old.msgid
+    return entry
+
+
+def new_catalogue() -> polib.POFile:
+    po = polib.POFile(wrapwidth=78)
+    po.metadata = dict(METADATA)
+    return po
+
+
+def update(notebooks: list[Path], folder: Path = CATALOGUES) -> dict[str, int]:
+    """Rewrite ``folder``'s catalogues from ``notebooks``; counts of entries, translated,
+    fuzzy and obsolete. A catalogue whose notebook is gone keeps its translations, obsolete."""
+    folder.mkdir(parents=True, exist_ok=True)
+    old = {path: polib.pofile(str(path)) for path in sorted(folder.glob("*.po"))}
+    memory, used = _memory(old), set()
+    plan = {nb: [[text, _same(text, memory)] for text in notebook_texts(nb)] for nb in notebooks}
+    used = {id(old_entry) for pairs in plan.values() for _, old_entry in pairs if old_entry}
+    new = {}
+    for notebook, pairs in plan.items():  # what changed inherits from what vanished
+        for pair in pairs:
+            if pair[1] is None:
+                pair[1] = _alike(pair[0], memory, used)
+                used.add(id(pair[1])) if pair[1] is not None else None
+        po = new_catalogue()
+        po.extend(_entry(notebook.stem, text, old_entry) for text, old_entry in pairs)
+        new[folder / f"{notebook.stem}.po"] = po
+    for path, po in old.items():
+        left = [e for e in po if e.msgstr and id(e) not in used]
+        if path not in new and not left:
+            path.unlink()
+            continue
+        target = new.setdefault(path, new_catalogue())
+        for entry in left:
+            entry.obsolete = True
+            target.append(entry)
+    for path, po in new.items():
+        po.save(str(path))
+    return _counts(new.values())
+
+
+def _counts(catalogues) -> dict[str, int]:
+    entries = [e for po in catalogues for e in po]
+    return {
+        "entries": sum(1 for e in entries if not e.obsolete),
+        "translated": sum(1 for e in entries if e.msgstr and not e.obsolete and not e.fuzzy),
+        "fuzzy": sum(1 for e in entries if e.fuzzy and not e.obsolete),
+        "obsolete": sum(1 for e in entries if e.obsolete),
+    }
+
+
+def out_of_date(notebooks: list[Path], folder: Path = CATALOGUES) -> list[str]:
+    """One line per Chinese text out of date with its English source: marked fuzzy, or its
+    English no longer in the notebook's cell (changed, moved or deleted since), or its
+    notebook gone. Read from the English notebooks as they are now, not from ``update``."""
+    current = {nb.stem: {(t.cell, t.msgid) for t in notebook_texts(nb)} for nb in notebooks}
+    stale = []
+    for path in sorted(folder.glob("*.po")):
+        for entry in polib.pofile(str(path)):
+            if not entry.msgstr or entry.obsolete:
+                continue
+            stem = (entry.msgctxt or "").rpartition("#")[0]
+            why = (
+                "marked fuzzy: its English changed, check the translation and drop the flag"
+                if entry.fuzzy
+                else f"its notebook {stem}.ipynb is gone"
+                if stem not in current
+                else "its English is no longer in that cell (changed or moved)"
+                if (cell_of(entry), entry.msgid) not in current[stem]
+                else None
+            )
+            if why:
+                english = " ".join(entry.msgid.split())[:70]
+                stale.append(f"{path.name} {entry.msgctxt}: {why}; English: {english!r}")
+    return stale
+
+
+def build(notebook: Path, catalogue: Path, out: Path) -> tuple[int, int]:
+    """Write the Chinese edition of ``notebook`` to ``out``: each text replaced by its
+    translation in ``catalogue`` (fuzzy ones and missing ones stay English), outputs cleared,
+    Colab badges pointing to ``notebooks/zh/``. Returns ``(texts translated, texts)``.
+
+    Raises:
+        ValueError: a translation cannot stand in the code, or the built code differs from the
+            English once words are set aside; the message names the cell.
+    """
+    english = json.loads(notebook.read_text(encoding="utf-8"))
+    po = polib.pofile(str(catalogue)) if catalogue.is_file() else []
+    table = {
+        (cell_of(e), e.msgid): e.msgstr for e in po if e.msgstr and not e.fuzzy and not e.obsolete
+    }
+    wanted = {(t.cell, t.msgid) for t in notebook_texts(notebook)}
+    chinese = copy.deepcopy(english)
+    for cell in chinese["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            source = _BADGE.sub(r"\1zh/", table.get((cell["id"], source), source))
+        elif cell["cell_type"] == "code":
+            mine = {msgid: msgstr for (c, msgid), msgstr in table.items() if c == cell["id"]}
+            translated = texts.replace_texts(source, mine)
+            _check_same_code(notebook, cell["id"], source, translated)
+            source = translated
+            cell["outputs"], cell["execution_count"] = [], None
+        cell["source"] = source.splitlines(keepends=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(chinese, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return len(wanted & set(table)), len(wanted)
+
+
+def _check_same_code(notebook: Path, cell: str, english: str, chinese: str) -> None:
+    """ValueError when the Chinese code cell runs other code than the English one."""
+    if english != chinese and texts.code_skeleton(english) != texts.code_skeleton(chinese):
+        raise ValueError(
+            f"{notebook.name} cell {cell}: the translated code differs from the English once "
+            "comments and texts are set aside (a translated name, or a lost f-string field); "
+            "fix its entries in the catalogue"
+        )
+
+
+def code_differences(english: Path, chinese: Path) -> list[str]:
+    """One line per place where the Chinese notebook is not the English one in other words:
+    cells that differ in number, id or type, and code cells whose code differs once comments
+    and text literals are set aside (:func:`translation_texts.code_skeleton`)."""
+    cells = [json.loads(p.read_text(encoding="utf-8"))["cells"] for p in (english, chinese)]
+    shape = [[(c.get("id"), c["cell_type"]) for c in side] for side in cells]
+    if shape[0] != shape[1]:
+        return [f"{chinese.name}: its cells (ids, types) are not those of {english.name}"]
+    found = []
+    for en, zh in zip(*cells):
+        sources = ["".join(en["source"]), "".join(zh["source"])]
+        if en["cell_type"] == "code" and len({texts.code_skeleton(s) for s in sources}) > 1:
+            found.append(f"{chinese.name} cell {en['id']}: its code is not the English code")
+    return found
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit status 2
+        self.exit(2, f"translations.py: {message}; see python scripts/translations.py --help\n")
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = _Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["update", "build", "check"])
+    parser.add_argument("--all", action="store_true", help="build: every notebook")
+    parser.add_argument("--notebooks", type=Path, default=NOTEBOOKS, help="English notebooks")
+    parser.add_argument("--catalogues", type=Path, default=CATALOGUES, help="the .po files")
+    parser.add_argument("--out", type=Path, default=EDITION, help="build: Chinese notebooks")
+    args = parser.parse_args(argv)
+    if not english_notebooks(args.notebooks):
+        parser.error(f"--notebooks {args.notebooks} holds no NN_name.ipynb notebook")
+    if args.all and args.command != "build":
+        parser.error(f"--all is an option of build, not of {args.command}")
+    if args.command == "build" and args.out.resolve() == args.notebooks.resolve():
+        parser.error(f"--out {args.out} is the English folder; give another, e.g. notebooks/zh")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    start, notebooks = time.perf_counter(), english_notebooks(args.notebooks)
+    if args.command == "update":
+        counts = update(notebooks, args.catalogues)
+        print(f"updated {args.catalogues}: " + ", ".join(f"{v:,} {k}" for k, v in counts.items()))
+    elif args.command == "build":
+        for notebook in notebooks:
+            catalogue = args.catalogues / f"{notebook.stem}.po"
+            if args.all or _has_translations(catalogue):
+                done, total = build(notebook, catalogue, args.out / notebook.name)
+                print(f"wrote {args.out / notebook.name}: {done} of {total} texts translated")
+    else:
+        stale = out_of_date(notebooks, args.catalogues)
+        print("\n".join(stale) or "no Chinese text is out of date with its English source")
+        if stale:
+            print(f"{len(stale)} Chinese texts out of date: fix their entries in {args.catalogues}")
+    print(f"{args.command} took {time.perf_counter() - start:.1f} s")
+    return 1 if args.command == "check" and stale else 0
+
+
+def _has_translations(catalogue: Path) -> bool:
+    if not catalogue.is_file():
+        return False
+    return any(e.msgstr and not e.obsolete for e in polib.pofile(str(catalogue)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

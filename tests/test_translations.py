@@ -1,0 +1,312 @@
+"""The Chinese edition's machinery (issue 44): gettext catalogues tied to the English cells, the
+Chinese notebooks built from them, and the checks that keep the two editions in step.
+
+Nothing of the course is translated yet; a small English notebook made here, with a tiny
+Chinese demonstration catalogue, shows that every check can fail.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import polib
+import pytest
+from script_loader import load_script
+
+tr = load_script("scripts/translations.py")
+tt = tr.texts  # scripts/translation_texts.py, as translations.py imports it
+
+CODE = """# Count the characters of the text
+text = "hello world"  # the sample
+vocab = sorted(set(text))
+device = torch.device("cpu")
+print(f"{len(vocab)} distinct characters in {len(text)} characters")
+plt.plot([1, 2], label="loss per step")
+"""
+INTRO = "# 01 · Tokens\n\nA **token** is a piece of text with an id."
+BADGE = (
+    "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+    "(https://colab.research.google.com/github/someone/course/blob/main/notebooks/01_tokens.ipynb)"
+)
+# The demonstration: English -> Chinese, with the f-string's fields in Chinese word order.
+CHINESE = {
+    INTRO: "# 01 · 词元\n\n**词元**（token）是带有编号（id）的一小段文本。",
+    "# Count the characters of the text": "# 数一数文本中的字符",
+    "# the sample": "# 示例文本",
+    'f"{len(vocab)} distinct characters in {len(text)} characters"': (
+        'f"共 {len(text)} 个字符，其中不同的字符 {len(vocab)} 个"'
+    ),
+    '"loss per step"': '"每步的损失"',
+}
+
+
+def _notebook(folder: Path, name: str, cells: list[tuple[str, str, str]]) -> Path:
+    """Write ``folder/name`` with cells ``(id, type, source)``; code cells with an output."""
+    notebook = nbformat.v4.new_notebook()
+    for cell_id, kind, source in cells:
+        if kind == "code":
+            cell = nbformat.v4.new_code_cell(source, id=cell_id, execution_count=1)
+            cell.outputs = [nbformat.v4.new_output("stream", text="9 distinct characters\n")]
+        else:
+            cell = nbformat.v4.new_markdown_cell(source, id=cell_id)
+        notebook.cells.append(cell)
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, folder / name)
+    return folder / name
+
+
+ENGLISH = [
+    ("intro", "markdown", INTRO),
+    ("colab-badge", "markdown", BADGE),
+    ("count", "code", CODE),
+]
+
+
+def _translate(catalogue: Path, table: dict[str, str]) -> None:
+    po = polib.pofile(str(catalogue))
+    for entry in po:
+        if entry.msgid in table:
+            entry.msgstr = table[entry.msgid]
+    po.save()
+
+
+@pytest.fixture
+def edition(tmp_path):
+    """An English notebook, its catalogue with the demonstration translated, the folders."""
+    english, catalogues = tmp_path / "notebooks", tmp_path / "translations"
+    notebook = _notebook(english, "01_tokens.ipynb", ENGLISH)
+    tr.update([notebook], catalogues)
+    _translate(catalogues / "01_tokens.po", CHINESE)
+    return notebook, catalogues, tmp_path / "zh"
+
+
+# --- the texts of a code cell -----------------------------------------------------------------
+
+
+def test_a_code_cell_gives_its_comments_and_printed_texts_not_its_data():
+    found = [tt.span_text(CODE, span) for span in tt.code_spans(CODE)]
+    assert found == list(CHINESE)[1:]  # not "hello world" (data), not "cpu" (code)
+
+
+def test_comment_runs_are_one_text_and_markers_are_code():
+    source = (
+        "def f(x):\n"
+        '    """Double x."""\n'
+        "    # first line\n"
+        "    # second line\n"
+        "    return 2 * x  # NBVAL_IGNORE_OUTPUT\n"
+        "%time f(1)\n"
+        "raise ValueError(f'x must be positive, got {x}')\n"
+    )
+    found = [(s.kind, tt.span_text(source, s)) for s in tt.code_spans(source)]
+    assert found == [
+        ("string", '"""Double x."""'),
+        ("comment", "# first line\n# second line"),
+        ("string", "f'x must be positive, got {x}'"),
+    ]
+    translated = tt.replace_texts(
+        source, {"# first line\n# second line": "# 第一行\n# 第二行\n# 第三行"}
+    )
+    assert "    # 第一行\n    # 第二行\n    # 第三行\n    return" in translated
+    assert tt.code_skeleton(translated) == tt.code_skeleton(source)
+
+
+@pytest.mark.parametrize(
+    ("chinese", "same"),
+    [
+        (CODE.replace("the sample", "示例"), True),  # a comment
+        (CODE.replace('"loss per step"', '"每步的损失"'), True),  # a label
+        (CODE.replace("distinct characters in", "个不同字符，共"), True),  # f-string words
+        (
+            CODE.replace(
+                'f"{len(vocab)} distinct characters in {len(text)}', 'f"{len(text)} 中 {len(vocab)}'
+            ),
+            True,
+        ),
+        (CODE.replace('"cpu"', '"CPU"'), False),  # code, not text
+        (CODE.replace('"hello world"', '"你好"'), False),  # data, not text
+        (CODE.replace("{len(text)} characters", "characters"), False),  # a field lost
+        (CODE.replace("sorted(set(text))", "set(text)"), False),  # other code
+    ],
+)
+def test_the_code_skeleton_sets_aside_only_words(chinese, same):
+    assert (tt.code_skeleton(chinese) == tt.code_skeleton(CODE)) is same
+
+
+@pytest.mark.parametrize(
+    ("msgid", "msgstr", "said"),
+    [
+        ("# the sample", "示例文本", "comment lines each starting with '#'"),
+        ("# the sample", "# 示例\n# 文本", "an end-of-line comment: one line"),
+        ('"loss per step"', "每步的损失", "one string literal with its quotes"),
+        ('"loss per step"', '"每步" + x', "one string literal with its quotes"),
+    ],
+)
+def test_a_translation_that_cannot_stand_in_the_code_is_refused(msgid, msgstr, said):
+    with pytest.raises(ValueError, match=said):
+        tt.replace_texts(CODE, {msgid: msgstr})
+
+
+# --- catalogues, the built notebook, the checks --------------------------------------------------
+
+
+def test_the_catalogue_ties_each_text_to_its_notebook_and_cell(edition):
+    notebook, catalogues, _ = edition
+    po = polib.pofile(str(catalogues / "01_tokens.po"))
+    assert [(e.msgctxt, e.msgid) for e in po] == [("01_tokens#intro", INTRO)] + [
+        ("01_tokens#count", msgid) for msgid in list(CHINESE)[1:]
+    ]  # the badge cell is a link, not text
+    assert po.metadata["Language"] == "zh_CN" and len(po.translated_entries()) == len(CHINESE)
+
+
+def test_the_built_chinese_notebook_has_the_english_code_in_chinese_words(edition):
+    notebook, catalogues, out = edition
+    assert tr.build(notebook, catalogues / "01_tokens.po", out / notebook.name) == (5, 5)
+    built = nbformat.read(out / notebook.name, as_version=4)
+    nbformat.validate(built)
+    intro, badge, code = built.cells
+    assert intro.source == CHINESE[INTRO]
+    assert badge.source == BADGE.replace("/notebooks/01_tokens", "/notebooks/zh/01_tokens")
+    assert "# 数一数文本中的字符\n" in code.source and '"hello world"  # 示例文本' in code.source
+    assert code.outputs == [] and code.execution_count is None  # outputs come from running it
+    assert tr.code_differences(notebook, out / notebook.name) == []
+
+
+def test_the_code_comparison_names_a_cell_whose_code_changed(edition):
+    notebook, catalogues, out = edition
+    tr.build(notebook, catalogues / "01_tokens.po", out / notebook.name)
+    built = json.loads((out / notebook.name).read_text(encoding="utf-8"))
+    built["cells"][2]["source"] = "".join(built["cells"][2]["source"]).replace("sorted(", "list(")
+    (out / notebook.name).write_text(json.dumps(built), encoding="utf-8")
+    assert tr.code_differences(notebook, out / notebook.name) == [
+        "01_tokens.ipynb cell count: its code is not the English code"
+    ]
+    built["cells"].pop(0)
+    (out / notebook.name).write_text(json.dumps(built), encoding="utf-8")
+    assert (
+        "its cells (ids, types) are not those"
+        in tr.code_differences(notebook, out / notebook.name)[0]
+    )
+
+
+def test_a_translated_code_string_is_refused_at_build_time(edition):
+    notebook, catalogues, out = edition
+    _translate(catalogues / "01_tokens.po", {'"loss per step"': 'f"{device}"'})
+    with pytest.raises(ValueError, match="01_tokens.ipynb cell count: the translated code differs"):
+        tr.build(notebook, catalogues / "01_tokens.po", out / notebook.name)
+
+
+def test_a_changed_english_text_names_its_chinese_text_out_of_date(edition):
+    notebook, catalogues, out = edition
+    assert tr.out_of_date([notebook], catalogues) == []
+    changed = [
+        ("intro", "markdown", INTRO.replace("with an id", "with an integer id")),
+        ("colab-badge", "markdown", BADGE),
+        ("count", "code", CODE.replace("# the sample", "# the sample text")),
+    ]
+    _notebook(notebook.parent, notebook.name, changed)
+    stale = tr.out_of_date([notebook], catalogues)
+    assert len(stale) == 2, stale
+    assert "01_tokens#intro: its English is no longer in that cell" in stale[0]
+    assert "English: '# 01 · Tokens A **token** is a piece of text with an id.'" in stale[0]
+    assert "01_tokens#count" in stale[1] and "English: '# the sample'" in stale[1]
+    # update carries both over as fuzzy (still named), with the old English beside them
+    counts = tr.update([notebook], catalogues)
+    assert counts == {"entries": 5, "translated": 3, "fuzzy": 2, "obsolete": 0}
+    fuzzy = {e.msgid: e for e in polib.pofile(str(catalogues / "01_tokens.po")).fuzzy_entries()}
+    assert fuzzy["# the sample text"].previous_msgid == "# the sample"
+    assert fuzzy["# the sample text"].msgstr == "# 示例文本"
+    assert len(tr.out_of_date([notebook], catalogues)) == 2
+    tr.build(notebook, catalogues / "01_tokens.po", out / notebook.name)  # fuzzy: English kept
+    built = nbformat.read(out / notebook.name, as_version=4)
+    assert built.cells[0].source == changed[0][2] and "# the sample text" in built.cells[2].source
+    po = polib.pofile(str(catalogues / "01_tokens.po"))  # the translator checks and confirms
+    for entry in po.fuzzy_entries():
+        entry.flags.remove("fuzzy")
+    po.save()
+    assert tr.out_of_date([notebook], catalogues) == []
+
+
+def test_a_deleted_cell_leaves_its_translations_obsolete_and_not_out_of_date(edition):
+    notebook, catalogues, _ = edition
+    _notebook(notebook.parent, notebook.name, ENGLISH[:2])
+    assert tr.update([notebook], catalogues) == {
+        "entries": 1,
+        "translated": 1,
+        "fuzzy": 0,
+        "obsolete": 4,
+    }
+    assert tr.out_of_date([notebook], catalogues) == []
+    _notebook(notebook.parent, notebook.name, ENGLISH)  # the cell comes back: so do they
+    assert tr.update([notebook], catalogues)["translated"] == 5
+
+
+def test_a_translation_follows_its_cell_to_another_notebook(edition):
+    notebook, catalogues, _ = edition
+    other = _notebook(notebook.parent, "02_more.ipynb", [ENGLISH[2]])
+    _notebook(notebook.parent, notebook.name, ENGLISH[:2])
+    stale = tr.out_of_date([notebook, other], catalogues)  # moved, not yet updated: named
+    assert len(stale) == 4 and all("01_tokens#count: its English is no longer" in s for s in stale)
+    notebook.unlink()
+    assert any(
+        "notebook 01_tokens.ipynb is gone" in line for line in tr.out_of_date([other], catalogues)
+    )
+    tr.update([other], catalogues)
+    moved = polib.pofile(str(catalogues / "02_more.po"))
+    assert len(moved.translated_entries()) == 4 and moved[0].msgctxt == "02_more#count"
+    assert tr.out_of_date([other], catalogues) == []
+    assert [e.msgid for e in polib.pofile(str(catalogues / "01_tokens.po"))] == [INTRO]  # obsolete
+
+
+def test_the_command_line_updates_builds_and_checks(edition, capsys):
+    notebook, catalogues, out = edition
+    folders = ["--notebooks", str(notebook.parent), "--catalogues", str(catalogues)]
+    assert tr.main(["build", *folders, "--out", str(out)]) == 0
+    assert "01_tokens.ipynb: 5 of 5 texts translated" in capsys.readouterr().out
+    assert tr.main(["check", *folders]) == 0
+    _notebook(
+        notebook.parent, notebook.name, [ENGLISH[0], ("count", "code", CODE.replace("sample", "x"))]
+    )
+    assert tr.main(["check", *folders]) == 1
+    assert "1 Chinese texts out of date" in capsys.readouterr().out
+    assert tr.main(["update", *folders]) == 0
+    assert "5 entries, 4 translated, 1 fuzzy, 0 obsolete" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["translate"], "argument command: invalid choice: 'translate'"),
+        (["check", "--all"], "--all is an option of build, not of check"),
+        (["update", "--notebooks", "nowhere"], "--notebooks nowhere holds no NN_name.ipynb"),
+        (["build", "--out", "notebooks"], "--out notebooks is the English folder"),
+    ],
+)
+def test_the_command_line_checks_its_arguments_first(argv, said, capsys):
+    with pytest.raises(SystemExit) as stop:
+        tr.main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and said in err and err.count("\n") == 1, err
+
+
+# --- the course itself ----------------------------------------------------------------------------
+
+
+def test_no_chinese_text_of_the_course_is_out_of_date():
+    stale = tr.out_of_date(tr.english_notebooks(), tr.CATALOGUES)
+    assert not stale, "\n".join(stale)
+
+
+def test_every_chinese_notebook_runs_the_english_code_and_is_built_from_the_catalogues(tmp_path):
+    for chinese in sorted(tr.EDITION.glob("*.ipynb")):
+        english = tr.NOTEBOOKS / chinese.name
+        assert english.is_file(), f"{chinese} has no English notebook"
+        assert tr.code_differences(english, chinese) == []
+        tr.build(english, tr.CATALOGUES / f"{english.stem}.po", tmp_path / chinese.name)
+        sources = [
+            [c["source"] for c in json.loads(p.read_text(encoding="utf-8"))["cells"]]
+            for p in (chinese, tmp_path / chinese.name)
+        ]
+        assert sources[0] == sources[1], f"{chinese} is not current: run make translations"
