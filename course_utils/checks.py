@@ -376,9 +376,16 @@ def check_last_axis(
 
     Raises:
         TypeError: as :func:`check_input_dtype`.
-        ValueError: a last axis other than ``size``, naming ``owner`` and both shapes.
+        ValueError: a 0-dimensional ``x`` (one number: no axis to act on), or a last axis
+            other than ``size``, naming ``owner`` and both shapes.
     """
     check_tensor(x, "x", f"float (..., {axis}={size})")
+    if x.ndim == 0:
+        raise ValueError(
+            f"{owner} expected x of shape (..., {axis}={size}): a vector of {size} channels "
+            f"(or a batch of them), got a 0-dimensional tensor (shape (), one number); pass "
+            f"the {size} channels of each token together, e.g. a (B, T, {size}) tensor"
+        )
     if x.shape[-1] != size:
         raise ValueError(
             f"{owner} expected x of shape (..., {axis}={size}): a last axis of size {size}, "

@@ -57,7 +57,7 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "token ids")
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise TypeError(
             f"{name} must be an integer tensor (torch.long), got dtype {ids.dtype}; "
-            "convert with ids.long()"
+            f"convert with {name if name.isidentifier() else 'ids'}.long()"
         )
     if token_ids_trusted():
         return

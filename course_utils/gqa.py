@@ -59,7 +59,8 @@ def expand_kv_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
 
     Raises:
         TypeError: ``x`` not a tensor, ``n_heads`` not an int.
-        ValueError: ``x`` not 4-D, or ``n_heads`` not a multiple of ``n_kv_heads``.
+        ValueError: ``x`` not 4-D, ``x`` with no key/value head (``x.shape[1] == 0``), or
+            ``n_heads`` not a multiple of ``n_kv_heads``.
     """
     n_heads = _check_expand(x, n_heads)
     # (B, g, T, d_k) -> (B, g * group, T, d_k): k0 k0 k1 k1, not k0 k1 k0 k1
@@ -81,6 +82,12 @@ def _check_expand(x: object, n_heads: object) -> int:
         raise ValueError(f"expected x of shape (B, n_kv_heads, T, d_k), got {tuple(x.shape)}")
     n_heads = check_int(n_heads, "n_heads", minimum=1)
     n_kv_heads = x.shape[1]
+    if n_kv_heads == 0:
+        raise ValueError(
+            f"x has 0 key/value heads (x.shape[1] = 0 in shape {tuple(x.shape)}): there is no "
+            f"head to share among the n_heads={n_heads} query heads; pass x of shape "
+            "(B, n_kv_heads, T, d_k) with n_kv_heads >= 1, e.g. the keys split into heads"
+        )
     if n_heads % n_kv_heads:
         raise ValueError(
             f"n_heads={n_heads} must be a multiple of n_kv_heads={n_kv_heads} (x.shape[1]): "

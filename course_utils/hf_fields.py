@@ -251,6 +251,28 @@ def counts(kind: str) -> dict[str, int]:
     return tally
 
 
+#: The class with the language-model head, per ``model_type``: what the conversion takes.
+HEAD_CLASSES = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM", "gpt2": "GPT2LMHeadModel"}
+
+
+def check_lm_head(hf_model: object, kind: str, tied: bool) -> None:
+    """ValueError when ``hf_model`` is a base model, with no head at all (``LlamaModel``
+    instead of ``LlamaForCausalLM``): no LM head (``lm_head``, the ``(vocab_size,
+    hidden_size)`` matrix from hidden states to logits). A GPT-2 whose head is tied needs none:
+    its head is ``wte``, which the base ``GPT2Model`` holds (as the hub's file does). A model
+    with another head (a classifier) is left to :func:`check_state_dict`, which names it."""
+    is_base = getattr(hf_model, "base_model", None) is hf_model  # transformers' own notion
+    if not is_base or (kind == "gpt2" and tied):
+        return
+    wanted = HEAD_CLASSES[kind]
+    raise ValueError(
+        f"hf_model is a {type(hf_model).__name__}, which has no LM head (lm_head, the "
+        "(vocab_size, hidden_size) matrix that turns hidden states into logits), so there "
+        f"are no logits to reproduce; pass {wanted} instead, e.g. {wanted}.from_pretrained(name) "
+        f"or {wanted}(config): the same model with its head"
+    )
+
+
 def check_state_dict(
     state_dict: dict,
     expected: dict[str, tuple[int, ...]],

@@ -49,7 +49,7 @@ import torch
 from torch import nn
 
 from course_utils.checks import check_instance, check_int, check_tensor
-from course_utils.hf_fields import check_fields, check_state_dict
+from course_utils.hf_fields import check_fields, check_lm_head, check_state_dict
 from course_utils.modern_model import ModernConfig, ModernDecoder
 from course_utils.rotary import check_rotary_width
 
@@ -314,11 +314,13 @@ def from_transformers(hf_model: nn.Module) -> ModernDecoder:
 
     Raises:
         TypeError: ``hf_model`` is not a module with a ``config``.
-        ValueError: an unsupported ``model_type`` or field value (named); a state dict that
-            does not match the config (each tensor named); weights of mixed dtypes.
+        ValueError: an unsupported ``model_type`` or field value (named); a model without
+            its LM head (``LlamaModel``: the class to pass is named); a state dict that does
+            not match the config (each tensor named); weights of mixed dtypes.
     """
     check_instance(hf_model, "hf_model", nn.Module, "e.g. LlamaForCausalLM(LlamaConfig(...))")
     config = config_from_transformers(getattr(hf_model, "config", None))
+    check_lm_head(hf_model, hf_model.config.model_type, config.tie_embeddings)
     state_dict = {k: v.detach() for k, v in hf_model.state_dict().items()}
     dtype = _check_one_dtype(state_dict)
     convert = gpt2_state_dict if config.positional == "learned" else llama_state_dict

@@ -47,11 +47,12 @@ from course_utils.checks import (
     check_int,
     check_tensor,
 )
+from course_utils.config import ModelConfig
 from course_utils.embedding import check_token_ids
 from course_utils.gqa import GroupedQueryAttention
 from course_utils.layers import DecoderBlock
 from course_utils.model import TinyDecoder
-from course_utils.modern_model import ModernBlock, ModernDecoder
+from course_utils.modern_model import ModernBlock, ModernConfig, ModernDecoder
 
 #: The models the cache runs: the course's decoder and today's decoder (grouped-query heads).
 DECODERS = (TinyDecoder, ModernDecoder)
@@ -193,14 +194,26 @@ def cache_bytes(config, batch: int, length: int, dtype: torch.dtype = torch.floa
         dtype: the cache's float dtype (float32: 4 bytes).
 
     Raises:
-        TypeError: a size that is not an int, a dtype that is not a float ``torch.dtype``.
+        TypeError: ``config`` that is not a ModelConfig or ModernConfig (a model: pass its
+            ``.config``), a size that is not an int, a dtype that is not a float
+            ``torch.dtype``.
     """
+    _check_config(config)
     batch = check_int(batch, "batch", minimum=0)
     length = check_int(length, "length", minimum=0)
     check_float_dtype(dtype)
     n_kv_heads = getattr(config, "n_kv_heads", None) or config.n_heads
     bytes_per_number = torch.empty(0, dtype=dtype).element_size()
     return 2 * config.n_layers * batch * length * n_kv_heads * config.d_k * bytes_per_number
+
+
+def _check_config(config: object) -> None:
+    """TypeError unless ``config`` is a ModelConfig or ModernConfig; a model passed instead
+    is named, with its ``.config`` as the fix."""
+    fix = "e.g. ModelConfig(...), ModernConfig(...) or load_baby()[0].config"
+    if isinstance(getattr(config, "config", None), ModelConfig):
+        fix = "that is a model, not its config: pass cache_bytes(model.config, batch, length)"
+    check_instance(config, "config", (ModelConfig, ModernConfig), fix)
 
 
 def _add_positions(model: Decoder, x: torch.Tensor, start: int) -> torch.Tensor:

@@ -35,20 +35,22 @@ TARGET_TAGS = {"digits": "<2d>", "chinese": "<2zh>"}
 MAX_NUMBER = 999
 
 
-def _check_number(n: object) -> int:
-    """``n`` as an int in ``[0, 999]`` (numpy ints too): TypeError for floats, bools, text."""
-    n = check_int(n, "n")
+def _check_number(n: object, name: str = "n") -> int:
+    """``n`` as an int in ``[0, 999]`` (numpy ints too): TypeError for floats, bools, text.
+    Messages call it ``name`` (the caller's argument, e.g. ``numbers[3]``)."""
+    n = check_int(n, name)
     if not 0 <= n <= MAX_NUMBER:
-        raise ValueError(f"n must be an int in [0, {MAX_NUMBER}], got {n!r}")
+        raise ValueError(f"{name} must be an int in [0, {MAX_NUMBER}], got {n!r}")
     return n
 
 
-def _check_output(output: object) -> None:
-    """TypeError unless ``output`` is a str, ValueError unless it names a target tag."""
+def _check_output(output: object, name: str = "output") -> None:
+    """TypeError unless ``output`` is a str, ValueError unless it names a target tag.
+    Messages call it ``name`` (e.g. ``outputs[3]``)."""
     if not isinstance(output, str):  # a list would fail the dict lookup as "unhashable"
-        check_choice(output, "output", tuple(sorted(TARGET_TAGS)))
+        check_choice(output, name, tuple(sorted(TARGET_TAGS)))
     if output not in TARGET_TAGS:
-        raise ValueError(f"output must be one of {sorted(TARGET_TAGS)}, got {output!r}")
+        raise ValueError(f"{name} must be one of {sorted(TARGET_TAGS)}, got {output!r}")
 
 
 def _check_list(value: object, name: str, example: str) -> list:
@@ -225,12 +227,16 @@ class NumberTask:
 
 
 def _check_pairs(numbers: list, outputs: list) -> None:
-    """ValueError unless ``numbers`` and ``outputs`` are non-empty and equally long."""
+    """ValueError unless ``numbers`` and ``outputs`` are non-empty and equally long; each
+    item checked under its own name (``numbers[i]``, ``outputs[i]``)."""
     if len(numbers) != len(outputs) or not numbers:
         raise ValueError(
             f"numbers and outputs must be non-empty and equally long, got {len(numbers)} "
             f"and {len(outputs)}"
         )
+    for i, (n, output) in enumerate(zip(numbers, outputs)):
+        _check_number(n, f"numbers[{i}]")
+        _check_output(output, f"outputs[{i}]")
 
 
 def _pad(rows: list[list[int]]) -> torch.Tensor:
@@ -320,6 +326,7 @@ def exact_match(task: NumberTask, predictions: list[str], numbers: list[int], ou
     numbers = _check_list(numbers, "numbers", "[312, 312]")
     outputs = _check_list(outputs, "outputs", '["digits", "chinese"]')
     _check_triples(predictions, numbers, outputs)
+    _check_pairs(numbers, outputs)
     right = [p == task.target_text(n, o) for p, n, o in zip(predictions, numbers, outputs)]
     return sum(right) / len(right)
 

@@ -150,7 +150,7 @@ def additive_positions(kind: str, max_len: int, d_model: int) -> nn.Module:
     Raises:
         ValueError: an unknown ``kind``, or a size the module rejects.
     """
-    check_choice(kind, "positional", POSITIONAL_KINDS)
+    check_choice(kind, "kind", POSITIONAL_KINDS)
     if kind == "sinusoidal":
         return SinusoidalPositionalEncoding(max_len, d_model)
     if kind == "learned":

@@ -34,8 +34,8 @@ class RMSNorm(nn.Module):
     Raises:
         TypeError: ``normalized_shape`` not an int, ``eps`` not a number, ``explicit`` not a
             bool; x not a float tensor of the weight's dtype.
-        ValueError: ``normalized_shape < 1``; ``eps`` not > 0 or infinite; the last axis of x
-            is not ``normalized_shape``.
+        ValueError: ``normalized_shape < 1``; ``eps`` not > 0 or infinite; a 0-dimensional x
+            (one number), or a last axis of x other than ``normalized_shape``.
     """
 
     def __init__(self, normalized_shape: int, eps: float = 1e-6, explicit: bool = False):

@@ -201,7 +201,8 @@ class RotaryEmbedding(nn.Module):
 
         Raises:
             TypeError: an ``x`` that is not a float tensor, an ``offset`` that is not an int.
-            ValueError: wrong last axis, negative offset, or ``offset + T > max_len``.
+            ValueError: a last axis other than ``head_dim`` (both named), negative offset, or
+                ``offset + T > max_len``.
         """
         offset = self._check_forward(x, offset)
         end = offset + x.shape[-2]
@@ -223,9 +224,19 @@ class RotaryEmbedding(nn.Module):
 
     def _check_forward(self, x: object, offset: object) -> int:
         """Raise unless ``x`` is float ``(..., T, d_k)`` and ``offset + T <= max_len``."""
+        check_tensor(x, "x", f"float (..., T, d_k={self.head_dim})")
+        if x.ndim >= 2 and x.shape[-1] != self.head_dim:
+            raise ValueError(
+                f"this RotaryEmbedding was built for head_dim={self.head_dim} (d_k, the width "
+                f"of one head), but x has a last axis of {x.shape[-1]} (shape "
+                f"{tuple(x.shape)}); pass q or k split into heads, (..., T, {self.head_dim}), "
+                + (
+                    f"or build RotaryEmbedding(head_dim={x.shape[-1]}, ...) for that width"
+                    if x.shape[-1] % 2 == 0
+                    else "(RoPE rotates channel pairs: a head's width is even)"
+                )
+            )
         _check_rotary_input(x)
-        if x.shape[-1] != self.head_dim:
-            raise ValueError(f"expected (..., T, d_k={self.head_dim}), got {tuple(x.shape)}")
         length = x.shape[-2]
         offset = check_int(offset, "offset")
         if offset < 0:

@@ -115,13 +115,14 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     return logits.masked_fill(logits < kth_largest, float("-inf"))
 
 
-def _check_k(k: object, vocab_size: int) -> int:
-    """``k`` as an int if it is in ``[1, vocab_size]``."""
-    k = check_int(k, "k")
+def _check_k(k: object, vocab_size: int, name: str = "k") -> int:
+    """``k`` as an int if it is in ``[1, vocab_size]``; messages call it ``name`` (the
+    caller's argument: ``top_k`` in :func:`sample_next` and the generators)."""
+    k = check_int(k, name)
     if not 1 <= k <= vocab_size:
         raise ValueError(
-            f"k must be an int in [1, V={vocab_size}], got {k!r}; k = 1 is greedy, "
-            f"k = {vocab_size} keeps every token"
+            f"{name} must be an int in [1, V={vocab_size}], got {k!r}; {name} = 1 is greedy, "
+            f"{name} = {vocab_size} keeps every token"
         )
     return k
 
@@ -167,13 +168,14 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     return logits.masked_fill(remove, float("-inf"))
 
 
-def _check_p(p: object) -> float:
-    """``p`` as a float if it is in ``(0, 1]``."""
-    p = as_number(p, "p")
+def _check_p(p: object, name: str = "p") -> float:
+    """``p`` as a float if it is in ``(0, 1]``; messages call it ``name`` (``top_p`` in
+    :func:`sample_next` and the generators)."""
+    p = as_number(p, name)
     if not 0 < p <= 1:  # also rejects NaN
         raise ValueError(
-            f"p must be a number in (0, 1], got {p!r}; p = 1 keeps every token, "
-            "a small p keeps only the most likely ones"
+            f"{name} must be a number in (0, 1], got {p!r}; {name} = 1 keeps every token, "
+            f"a small {name} keeps only the most likely ones"
         )
     return p
 
@@ -238,9 +240,9 @@ def sample_next(
         return greedy_token(logits)
     logits = apply_temperature(logits, temperature)
     if top_k is not None:
-        logits = top_k_filter(logits, top_k)
+        logits = top_k_filter(logits, _check_k(top_k, logits.shape[-1], "top_k"))
     if top_p is not None:
-        logits = top_p_filter(logits, top_p)
+        logits = top_p_filter(logits, _check_p(top_p, "top_p"))
     _check_generator(generator, logits.device)
     probabilities = torch.softmax(logits.float(), dim=-1)  # (B, V), rows sum to 1
     return _draw(probabilities, generator)  # (B, 1)

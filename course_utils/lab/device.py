@@ -31,14 +31,25 @@ def get_device(name: str = "auto") -> torch.device:
         ValueError: ``name`` is not one of the names above.
         RuntimeError: the requested accelerator is not available on this machine.
     """
+    return resolve_device(name, "name")
+
+
+def resolve_device(value: object, argument: str) -> torch.device:
+    """:func:`get_device` for a function whose own argument ``argument`` (e.g. ``"device"``)
+    holds the device: its messages name that argument and the value passed.
+
+    Raises:
+        TypeError, ValueError, RuntimeError: as :func:`get_device`.
+    """
+    name = value
     if isinstance(name, torch.device):
         name = name.type if name.index is None else str(name)
     if not isinstance(name, str):
         index = isinstance(name, int) and not isinstance(name, bool) and name >= 0
-        fix = f"for GPU {name} pass 'cuda:{name}'" if index else "e.g. get_device('auto')"
+        fix = f"for GPU {name} pass 'cuda:{name}'" if index else f"e.g. {argument}='auto'"
         raise TypeError(
-            f"name must be a device name (a str such as 'auto', 'cpu', 'cuda' or 'cuda:N') or "
-            f"a torch.device, got {name!r} ({type(name).__name__}); {fix}"
+            f"{argument} must be a device name (a str such as 'auto', 'cpu', 'cuda' or "
+            f"'cuda:N') or a torch.device, got {name!r} ({type(name).__name__}); {fix}"
         )
     base = name.split(":")[0]
     if base not in _KNOWN_DEVICES or not _valid_index(name):
@@ -53,7 +64,7 @@ def get_device(name: str = "auto") -> torch.device:
             count = torch.cuda.device_count() if torch.cuda.is_available() else 0
             raise RuntimeError(
                 f"device {name!r} was requested but this machine has {count} CUDA device(s); "
-                "use name='auto' or 'cpu'"
+                f"use {argument}='auto' or 'cpu'"
             )
         return torch.device(name)
     cuda = torch.cuda.is_available()
@@ -63,7 +74,7 @@ def get_device(name: str = "auto") -> torch.device:
     if (name == "cuda" and not cuda) or (name == "mps" and not mps):
         raise RuntimeError(
             f"device {name!r} was requested but is not available here; "
-            "use name='auto' or 'cpu' to run on what this machine has"
+            f"use {argument}='auto' or 'cpu' to run on what this machine has"
         )
     return torch.device(name)
 

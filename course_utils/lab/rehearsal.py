@@ -106,12 +106,24 @@ def acting_capability(device: torch.device | str) -> tuple[int, int] | None:
 
     Raises:
         ValueError: ``COURSE_REHEARSE`` holds an unknown value.
+        RuntimeError: a CUDA ``device`` on a machine without CUDA, or without that GPU.
     """
     mode = _rehearsing_on(device)
     if mode is not None:
         return REHEARSAL_CAPABILITIES[mode]
     device = torch.device(device)
-    return torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    if device.type != "cuda":
+        return None
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0 or (device.index is not None and device.index >= count):
+        have = f"{count} CUDA device(s)" if count else "no CUDA (torch " + torch.__version__ + ")"
+        raise RuntimeError(
+            f"device={str(device)!r} asks for a CUDA GPU, but this machine has {have}; pass "
+            f"the device the run uses (get_device('auto'), or 'cpu'), or to rehearse a GPU's "
+            f"branches on this CPU set {REHEARSAL_ENV} to one of {', '.join(REHEARSAL_MODES)} "
+            "and pass device='cpu'"
+        )
+    return torch.cuda.get_device_capability(device)
 
 
 def rehearsal_overrides() -> dict:

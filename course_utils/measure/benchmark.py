@@ -219,10 +219,9 @@ class _Plan:
 
 def _plan(device, config, variants, warmup_steps, timed_steps, repeats, time_budget) -> _Plan:
     """:func:`benchmark_training`'s arguments with the CPU or CUDA defaults, checked."""
-    from course_utils.lab.device import get_device
+    from course_utils.lab.device import resolve_device
 
-    device = get_device(device) if isinstance(device, str) and device == "auto" else device
-    device = torch.device(device)
+    device = resolve_device(device, "device")
     # Rehearsal (COURSE_REHEARSE): a CPU takes the CUDA branch, without torch.compile (no
     # GPU compiler to exercise) and with steps enough to run each variant once, in seconds.
     rehearsing = bool(rehearsal_mode()) and device.type == "cpu"

@@ -40,7 +40,7 @@ def profile_training_step(
     from torch.profiler import ProfilerActivity, profile
 
     from course_utils.config import get_config
-    from course_utils.lab.device import get_device
+    from course_utils.lab.device import resolve_device
     from course_utils.lab.rehearsal import rehearsal_overrides
     from course_utils.measure.benchmark import _benchmark_data
     from course_utils.model import TinyDecoder
@@ -49,7 +49,7 @@ def profile_training_step(
 
     warmup_steps = check_int(warmup_steps, "warmup_steps", minimum=0)
     rows = check_int(rows, "rows", minimum=1)
-    device = get_device(device) if isinstance(device, str) else torch.device(device)
+    device = resolve_device(device, "device")
     data, vocab_size, _ = _benchmark_data()
     model_config, train_config = get_config(config, vocab_size, **rehearsal_overrides())
     torch.manual_seed(0)

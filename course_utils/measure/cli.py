@@ -4,7 +4,9 @@ training starts, printed in one line, and the command exits with status 2 (as ar
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 from course_utils.lab.rehearsal import rehearsal_mode
@@ -14,7 +16,10 @@ def check_out_path(
     parser: argparse.ArgumentParser, path: Path | None, option: str = "--out"
 ) -> None:
     """Exit 2 with one line unless ``path`` (None: the command's default) can be written: not
-    a folder, no file where a parent folder must go, and a writable existing parent."""
+    a folder, no file where a parent folder must go, and a folder that can be made and
+    written. Checked by doing it: the missing folders are made and a temporary file written
+    there, then both removed (permission bits say nothing to root, nor of a read-only
+    file system)."""
     if path is None:
         return
     problem = _why_not_writable(Path(path))
@@ -31,7 +36,33 @@ def _why_not_writable(path: Path) -> str | None:
                 return f"{parent} is a file, so no folder can be made under it; choose another path"
             if not os.access(parent, os.W_OK | os.X_OK):
                 return f"the folder {parent} is not writable; choose another path"
-            return None
+            break
+    return _try_writing_in(path.parent)
+
+
+_CHOOSE = "choose a path in a folder you can write"
+
+
+def _try_writing_in(folder: Path) -> str | None:
+    """None if ``folder`` (made if missing) takes a new file; else why not. Leaves nothing."""
+    made: list[Path] = []
+    try:
+        for missing in [p for p in (*reversed(folder.parents), folder) if not p.exists()]:
+            try:
+                missing.mkdir()
+            except OSError as error:
+                return f"cannot make the folder {missing} ({error.strerror or error}); {_CHOOSE}"
+            made.append(missing)
+        try:
+            handle, probe = tempfile.mkstemp(dir=folder, prefix=".write-check-")
+        except OSError as error:
+            return f"cannot write a file in {folder} ({error.strerror or error}); {_CHOOSE}"
+        os.close(handle)
+        os.remove(probe)
+    finally:
+        for missing in reversed(made):
+            with contextlib.suppress(OSError):
+                missing.rmdir()
     return None
 
 

@@ -75,6 +75,7 @@ def save_checkpoint(
             is neither None nor of its type (e.g. the ModelConfig as ``train_config``).
         ValueError: ``step < 0``.
         IsADirectoryError: ``path`` is an existing directory (pass ``path / "model.pt"``).
+        NotADirectoryError: a parent of ``path`` is a file (it is named).
     """
     path = _check_path(path)
     model = _check_model_to_save(unwrap_model(model))
@@ -88,7 +89,7 @@ def save_checkpoint(
         if value is not None:
             check_instance(value, name, expected, f"{fix}, or None")
     _check_not_directory(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_parent(path)
     state = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
@@ -126,6 +127,18 @@ def _check_not_directory(path: Path) -> None:
             f"name inside it, e.g. save_checkpoint({str(path / 'model.pt')!r}, model, "
             "optimizer, step)"
         )
+
+
+def _make_parent(path: Path) -> None:
+    """Make ``path``'s folder; NotADirectoryError, naming the file, when a parent is a file."""
+    file = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if file is not None:
+        raise NotADirectoryError(
+            f"path {str(path)!r} goes through {str(file)!r}, which is a file, not a folder, so "
+            "the checkpoint cannot be written under it; choose a path in a folder, e.g. "
+            f"save_checkpoint({str(file.parent / 'checkpoints' / path.name)!r}, model, ...)"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
 
 
 def _write_atomically(state: dict, path: Path) -> None:
