@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from course_utils.exercises import check_count_pairs, check_join_documents, check_merge_pair
+from course_utils.exercises.nb01_tokenization import MERGE_PAIR_MISTAKES
 
 
 def _verdict(capsys) -> str:
@@ -134,13 +135,32 @@ def test_merge_pair_accepts_the_right_answer(capsys):
     [
         (merge_pair_drops_last, "the last id is missing"),
         (merge_pair_right_to_left, "scan left to right"),
-        (merge_pair_in_place, "changed its input list"),
+        (merge_pair_in_place, "changes its argument ids in place"),
     ],
 )
 def test_merge_pair_rejects_typical_mistakes(capsys, wrong, message):
     assert check_merge_pair(wrong) is False
     out = _verdict(capsys)
     assert out.startswith("❌ merge_pair:") and message in out
+
+
+@pytest.mark.parametrize("index", range(len(MERGE_PAIR_MISTAKES)))
+def test_merge_pair_names_each_catalogued_mistake(index, capsys):
+    message, wrong = MERGE_PAIR_MISTAKES[index]
+    assert check_merge_pair(wrong) is False
+    assert f"looks like {message}" in _verdict(capsys)
+
+
+def test_merge_pair_catches_a_replace_over_the_ids_as_text(capsys):
+    """Issue 42: ids whose digits run across two ids when joined ('11,22' holds '1,2')."""
+
+    def as_text(ids, pair, new_id):
+        text = " ".join(str(i) for i in ids)
+        text = text.replace(f"{pair[0]} {pair[1]}", str(new_id))
+        return [int(t) for t in text.split()]
+
+    assert check_merge_pair(as_text) is False
+    assert "digits of neighbouring ids run together" in _verdict(capsys)
 
 
 # --- join_documents ---

@@ -34,13 +34,13 @@ def logit_table(embedding_weight, head_weight, head_bias):
 def through_modules(embedding_weight, head_weight, head_bias):
     """The model itself, built from the three tensors and run on every token."""
     vocab_size, d_model = embedding_weight.shape
-    embedding = TokenEmbedding(vocab_size, d_model).to(embedding_weight.dtype)
-    head = nn.Linear(d_model, vocab_size).to(embedding_weight.dtype)
+    embedding = TokenEmbedding(vocab_size, d_model).to(embedding_weight)  # its dtype and device
+    head = nn.Linear(d_model, vocab_size).to(embedding_weight)
     with torch.no_grad():
         embedding.weight.copy_(embedding_weight)
         head.weight.copy_(head_weight)
         head.bias.copy_(head_bias)
-        return head(embedding(torch.arange(vocab_size)))
+        return head(embedding(torch.arange(vocab_size, device=embedding_weight.device)))
 
 
 RIGHT_TABLES = [
@@ -49,7 +49,8 @@ RIGHT_TABLES = [
     lambda e, w, b: torch.addmm(b, e, w.T, alpha=math.sqrt(e.size(1))),
     lambda e, w, b: torch.einsum("vd,nd->vn", e.double(), w.double()) * e.shape[1] ** 0.5 + b,
     lambda e, w, b: (
-        (F.one_hot(torch.arange(len(e))).to(e.dtype) @ e * math.sqrt(e.shape[1])) @ w.T.contiguous()
+        (F.one_hot(torch.arange(len(e), device=e.device)).to(e.dtype) @ e * math.sqrt(e.shape[1]))
+        @ w.T.contiguous()
         + b
     ),
     lambda e, w, b: logit_table(e, w, b).T.contiguous().T,  # a non-contiguous result
@@ -119,7 +120,6 @@ RIGHT_NEAREST = [
     by_cosine_similarity,
     as_python_list,
     lambda w, t, k: tuple(nearest_tokens(w, t, k).tolist()),
-    lambda w, t, k: nearest_tokens(w, t, k).int(),  # another integer dtype
     lambda w, t, k: (w / w.norm(dim=1, keepdim=True)).matmul(w[t]).topk(k + 1).indices[1:],
 ]
 
@@ -149,6 +149,19 @@ def test_nearest_tokens_names_what_comes_back_instead_of_ids(capsys):
     assert not ok and "return token ids, ints" in out
     ok, out = verdict(check_nearest_tokens, lambda w, t, k: "a", capsys)
     assert not ok and "returned a str" in out
+    ok, out = verdict(check_nearest_tokens, lambda w, t, k: nearest_tokens(w, t, k).int(), capsys)
+    assert not ok and "returned torch.int32 ids; the exercise asks for int64" in out  # issue 42
+
+
+def test_logit_table_names_a_table_built_on_the_cpu(capsys):
+    """Issue 42: a tensor made inside the function without device= is named with its line."""
+
+    def one_hot_on_cpu(e, w, b):
+        rows = F.one_hot(torch.arange(len(e))).to(e.dtype)  # on the CPU whatever e's device
+        return (rows @ e * math.sqrt(e.shape[1])) @ w.T + b
+
+    ok, out = verdict(check_logit_table, one_hot_on_cpu, capsys)
+    assert not ok and "torch.arange (line" in out and "add device=embedding_weight.device" in out
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ def attend(q, k, v, causal=True, *, scale=None, dim=-1, fill=float("-inf"), diag
     scores = q @ k.transpose(-2, -1) / (math.sqrt(d_k) if scale is None else scale)
     if causal:
         T_q, T_k = scores.shape[-2:]
-        future = torch.triu(torch.ones(T_q, T_k, dtype=torch.bool), diagonal=diagonal)
+        future = torch.triu(torch.ones(T_q, T_k, dtype=torch.bool, device=q.device), diagonal)
         scores = scores.masked_fill(future, fill)
     return torch.softmax(scores, dim=dim) @ v
 
@@ -40,8 +40,8 @@ def attend(q, k, v, causal=True, *, scale=None, dim=-1, fill=float("-inf"), diag
 def by_einsum(q, k, v, causal=True):
     scores = torch.einsum("...qd,...kd->...qk", q, k) * q.shape[-1] ** -0.5
     if causal:
-        positions_q = torch.arange(q.shape[-2])[:, None]
-        positions_k = torch.arange(k.shape[-2])[None, :]
+        positions_q = torch.arange(q.shape[-2], device=q.device)[:, None]
+        positions_k = torch.arange(k.shape[-2], device=k.device)[None, :]
         scores = scores.masked_fill(positions_k > positions_q, -1e9)  # a large negative fill
     return torch.einsum("...qk,...kd->...qd", scores.softmax(-1), v)
 
@@ -49,7 +49,7 @@ def by_einsum(q, k, v, causal=True):
 def by_tril(q, k, v, causal=True):
     scores = q @ k.mT / math.sqrt(q.size(-1))
     if causal:
-        keep = torch.tril(torch.ones(q.size(-2), k.size(-2)))
+        keep = torch.tril(torch.ones(q.size(-2), k.size(-2), device=q.device))
         scores = scores.masked_fill(keep == 0, float("-inf"))
     return F.softmax(scores.double(), dim=-1).to(q.dtype) @ v  # softmax in float64, cast back
 
@@ -181,6 +181,43 @@ def test_attention_reports_other_wrong_answers_without_breaking(wrong, message, 
     assert result is False and message in out, out
 
 
+def test_attention_names_what_training_and_a_gpu_need(capsys):
+    """Issue 42: right values, but no gradient (NumPy), the caller's q rescaled in place, a
+    mask made on the CPU: each named with its line."""
+
+    def through_numpy(q, k, v, causal=True):
+        scores = torch.from_numpy(q.detach().numpy() @ k.detach().numpy().swapaxes(-1, -2))
+        return attend_scores(scores / math.sqrt(q.shape[-1]), v, causal)
+
+    def in_place(q, k, v, causal=True):
+        q /= math.sqrt(q.shape[-1])
+        return attend_scores(q @ k.mT, v, causal)
+
+    def cpu_mask(q, k, v, causal=True):
+        scores = q @ k.mT / math.sqrt(q.shape[-1])
+        if causal:
+            future = torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
+        return scores.softmax(-1) @ v
+
+    said = {
+        through_numpy: ["q and k get no gradient", ".numpy() (line", "goes through NumPy"],
+        in_place: ["changes its argument q in place", "write `q = q / math.sqrt(q.shape[-1])`"],
+        cpu_mask: ["torch.ones (line", "on a GPU this stops", "add device=q.device"],
+    }
+    for wrong, parts in said.items():
+        result, out = verdict(wrong, capsys)
+        assert result is False and all(p in out for p in parts), out
+
+
+def attend_scores(scores, v, causal):
+    if causal:
+        T_q, T_k = scores.shape[-2:]
+        future = torch.ones(T_q, T_k, dtype=torch.bool, device=v.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    return scores.softmax(-1) @ v
+
+
 def test_attention_stub_is_not_implemented(capsys):
     def attention(q, k, v, causal=True):
         raise NotImplementedError  # your code here
@@ -244,7 +281,7 @@ def test_stable_softmax_rejects_the_naive_softmax_that_overflows(capsys):
 
     assert check_stable_softmax(naive) is False
     out = capsys.readouterr().out
-    assert "❌ stable softmax" in out and "NaN at (0, 0)" in out and "own maximum" in out
+    assert "❌ stable softmax: looks like no maximum subtracted" in out and "NaN" in out
 
 
 def test_stable_softmax_rejects_a_global_maximum(capsys):
@@ -254,14 +291,46 @@ def test_stable_softmax_rejects_a_global_maximum(capsys):
         return e / e.sum(dim=-1, keepdim=True)
 
     assert check_stable_softmax(global_max) is False
-    assert "NaN at (1, 0)" in capsys.readouterr().out
+    assert "looks like one maximum over the whole tensor" in capsys.readouterr().out
+
+
+def test_stable_softmax_rejects_the_raw_maximum_at_a_temperature_below_one(capsys):
+    """Issue 42: subtracting the maximum of the raw scores from scores / temperature is right
+    at T = 1 only; large scores at T = 0.5 (the notebook's sharpening) overflow."""
+
+    def raw_maximum(scores, temperature=1.0):
+        e = (scores / temperature - scores.amax(dim=-1, keepdim=True)).exp()
+        return e / e.sum(dim=-1, keepdim=True)
+
+    assert check_stable_softmax(raw_maximum) is False
+    assert "looks like the maximum of the raw scores subtracted" in capsys.readouterr().out
+
+
+def test_stable_softmax_names_a_float32_result_and_an_in_place_change(capsys):
+    as_float32 = lambda s, temperature=1.0: stable_softmax(s.float(), temperature)  # noqa: E731
+    assert check_stable_softmax(as_float32) is False
+    assert "looks like a conversion to float32" in capsys.readouterr().out
+
+    def in_place(scores, temperature=1.0):
+        scores /= temperature
+        e = (scores - scores.amax(dim=-1, keepdim=True)).exp()
+        return e / e.sum(dim=-1, keepdim=True)
+
+    assert check_stable_softmax(in_place) is False
+    out = capsys.readouterr().out
+    assert "changes its argument scores in place" in out
+    assert "write `scores = scores / temperature` instead" in out
 
 
 def test_stable_softmax_rejects_the_wrong_axis_and_a_missing_temperature(capsys):
-    assert check_stable_softmax(lambda s, temperature=1.0: stable_softmax(s.mT).mT) is False
-    assert "stable_softmax(scores) differs" in capsys.readouterr().out
+    wrong_axis = lambda s, temperature=1.0: stable_softmax(s.mT, temperature).mT  # noqa: E731
+    assert check_stable_softmax(wrong_axis) is False
+    assert "looks like the softmax over the queries (dim=-2)" in capsys.readouterr().out
     assert check_stable_softmax(lambda s, temperature=1.0: stable_softmax(s)) is False
-    assert "temperature=0.5) differs" in capsys.readouterr().out
+    assert "looks like the temperature ignored" in capsys.readouterr().out
+    both = lambda s, temperature=1.0: stable_softmax(s.mT).mT  # noqa: E731
+    assert check_stable_softmax(both) is False  # two mistakes: the first named, the other said
+    assert "so something else is wrong as well" in capsys.readouterr().out
 
 
 def test_stable_softmax_rejects_the_library_softmax(capsys):

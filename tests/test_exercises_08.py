@@ -32,9 +32,7 @@ RIGHT_MERGES = {
     "reshape": lambda x: x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1),
     "flatten": lambda x: x.transpose(1, 2).flatten(2),
     "einsum": lambda x: torch.einsum("bhtd->bthd", x).reshape(x.shape[0], x.shape[2], -1),
-    "float64": lambda x: (
-        x.double().permute(0, 2, 1, 3).contiguous().view(x.shape[0], x.shape[2], -1)
-    ),
+    "permute": lambda x: x.permute(0, 2, 1, 3).contiguous().view(x.shape[0], x.shape[2], -1),
 }
 
 
@@ -83,9 +81,11 @@ def test_merge_heads_catches_the_notebook_s_globals(capsys):
         return x.transpose(1, 2).contiguous().view(B, T, d_model)
 
     ok, out = verdict(check_merge_heads, with_globals, capsys)
-    assert not ok and "It was right on x of shape (2, 3, 6, 8)" in out and "notebook global" in out
+    assert not ok and "it was right on x of shape (2, 3, 6, 8)" in out, out
+    assert "it reads B = 2, n_heads = 3 from your notebook's globals" in out, out
     ok, out = verdict(check_merge_heads, all_globals, capsys)
     assert not ok and "not from the notebook's globals" in out
+    assert "it reads B = 2, T = 6, d_model = 24 from your notebook's globals" in out, out
 
 
 def test_merge_heads_reports_wrong_shapes_types_and_stubs(capsys):
@@ -143,7 +143,8 @@ class ByHandFloat64(solution.MultiHeadAttention):
         )
         q, k, v = (t.view(B, T, self.n_heads, d_k).transpose(1, 2) for t in (q, k, v))
         scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(d_k)
-        scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), -torch.inf)
+        keep = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        scores = scores.masked_fill(~keep, -torch.inf)
         heads = scores.softmax(-1) @ v
         return F.linear(
             heads.transpose(1, 2).reshape(B, T, C), self.w_o.weight.double(), self.w_o.bias.double()
@@ -159,13 +160,14 @@ class PerHeadLoop(solution.MultiHeadAttention):
         for i in range(self.n_heads):
             part = slice(i * d_k, (i + 1) * d_k)
             scores = q[..., part] @ k[..., part].transpose(-2, -1) / d_k**0.5
-            scores = scores + torch.full((T, T), float("-inf")).triu(1)
+            scores = scores + torch.full((T, T), float("-inf"), device=x.device).triu(1)
             outs.append(scores.softmax(-1) @ v[..., part])
         return self.w_o(torch.cat(outs, dim=-1))
 
 
 class WithLibrary(solution.MultiHeadAttention):
-    """nn.MultiheadAttention with the learner's weights copied in."""
+    """nn.MultiheadAttention with the learner's weights copied in under no_grad: the values are
+    right, but w_q ... w_o never learn (issue 42)."""
 
     def forward(self, x):
         C = x.shape[-1]
@@ -181,7 +183,7 @@ class WithLibrary(solution.MultiHeadAttention):
         return library(x, x, x, attn_mask=mask, need_weights=False)[0]
 
 
-RIGHT_MHAS = [solution.MultiHeadAttention, WithSDPA, ByHandFloat64, PerHeadLoop, WithLibrary]
+RIGHT_MHAS = [solution.MultiHeadAttention, WithSDPA, ByHandFloat64, PerHeadLoop]
 
 
 @pytest.mark.parametrize("part", RIGHT_MHAS, ids=lambda c: c.__name__)
@@ -256,6 +258,49 @@ def test_multi_head_attention_reports_structure_types_and_stubs(capsys):
         False,
         "❌ MultiHeadAttention: not implemented yet\n",
     )
+
+
+class Detached(solution.MultiHeadAttention):
+    def forward(self, x):
+        q, k, v = (solution.split_heads(w(x).detach(), self.n_heads) for w in self._qkv())
+        return self.w_o(solution.merge_heads(solution.attention(q, k, v)))
+
+    def _qkv(self):
+        return self.w_q, self.w_k, self.w_v
+
+
+class WithDropout(solution.MultiHeadAttention):
+    def __init__(self, d_model, n_heads):
+        super().__init__(d_model, n_heads)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.dropout(super().forward(x))
+
+
+class CpuMask(solution.MultiHeadAttention):
+    def forward(self, x):
+        T = x.shape[1]
+        q, k, v = (solution.split_heads(w(x), self.n_heads) for w in (self.w_q, self.w_k, self.w_v))
+        scores = q @ k.mT / math.sqrt(q.shape[-1])
+        scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        return self.w_o(solution.merge_heads(scores.softmax(-1) @ v))
+
+
+@pytest.mark.parametrize(
+    ("part", "said"),
+    [
+        (WithLibrary, ["w_q, w_k, w_v and w_o get no gradient", "autograd off at line"]),
+        (Detached, ["x, w_q, w_k and w_v get no gradient", ".detach() (line"]),
+        (WithDropout, ["random in train mode", "self.dropout = Dropout(p=0.1)", "no dropout"]),
+        (CpuMask, ["torch.ones (line", "`masked_fill` meets it", "add device=x.device"]),
+    ],
+    ids=["copied under no_grad", "detached projections", "dropout", "mask on the CPU"],
+)
+def test_multi_head_attention_names_what_training_and_a_gpu_need(part, said, capsys):
+    """Issue 42: right values in eval mode, but what trains or runs on a GPU is broken."""
+    ok, out = verdict(check_multi_head_attention, part, capsys)
+    assert not ok and all(s in out for s in said), out
 
 
 def test_multi_head_attention_leaves_the_global_random_state_alone(capsys):

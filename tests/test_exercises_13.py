@@ -41,7 +41,9 @@ def _right_cache(ck, cv, k, v):
 
 
 def _preallocated(ck, cv, k, v):  # a buffer filled by slices, returned as views
-    buffer = torch.empty(2, *ck.shape[:2], ck.shape[2] + k.shape[2], ck.shape[3])
+    buffer = torch.empty(
+        2, *ck.shape[:2], ck.shape[2] + k.shape[2], ck.shape[3], dtype=ck.dtype, device=ck.device
+    )
     buffer[:, :, :, : ck.shape[2]] = torch.stack([ck, cv])
     buffer[:, :, :, ck.shape[2] :] = torch.stack([k, v])
     return buffer[0], buffer[1]
@@ -56,6 +58,19 @@ CACHE_RIGHT = {
     ),
     "a preallocated buffer (views)": _preallocated,
 }
+
+
+def test_append_to_cache_names_a_buffer_made_on_the_cpu(capsys):
+    """Issue 42: a buffer made without device= is on the CPU whatever the cache's device."""
+
+    def on_the_cpu(ck, cv, k, v):
+        buffer = torch.empty(2, *ck.shape[:2], ck.shape[2] + k.shape[2], ck.shape[3])
+        buffer[:, :, :, : ck.shape[2]] = torch.stack([ck, cv])
+        buffer[:, :, :, ck.shape[2] :] = torch.stack([k, v])
+        return buffer[0], buffer[1]
+
+    passed, out = verdict(check_append_to_cache, on_the_cpu, capsys)
+    assert not passed and "it returns a tensor made on the CPU by torch.empty (line" in out, out
 
 
 @pytest.mark.parametrize("name", CACHE_RIGHT)

@@ -81,12 +81,21 @@ EXPAND_RIGHT = {
     "expand-reshape": lambda k, h: (
         k[:, :, None].expand(-1, -1, h // k.shape[1], -1, -1).reshape(k.shape[0], h, *k.shape[2:])
     ),
-    "index_select": lambda k, h: k.index_select(1, torch.arange(h) // (h // k.shape[1])),
+    "index_select": lambda k, h: k.index_select(
+        1, torch.arange(h, device=k.device) // (h // k.shape[1])
+    ),
     "float64": lambda k, h: k.double().repeat_interleave(h // k.shape[1], dim=1),
     "a loop and torch.cat": lambda k, h: torch.cat(
         [k[:, i // (h // k.shape[1])][:, None] for i in range(h)], dim=1
     ),
 }
+
+
+def test_expand_kv_heads_names_an_index_made_on_the_cpu(capsys):
+    """Issue 42: index_select needs its index on k's device (plain indexing does not)."""
+    on_the_cpu = lambda k, h: k.index_select(1, torch.arange(h) // (h // k.shape[1]))  # noqa: E731
+    passed, out = verdict(check_expand_kv_heads, on_the_cpu, capsys)
+    assert not passed and "`index_select` meets it" in out and "add device=k.device" in out, out
 
 
 @pytest.mark.parametrize("name", EXPAND_RIGHT)

@@ -184,7 +184,7 @@ def test_judge_locates_an_unnamed_difference_and_a_notebook_global(capsys):
         return _attention(q, k, v) if k.shape[2] == 7 else _attention(q, k, v)[::-1][::-1][:1]
 
     assert not _judge_attention(hard_coded)
-    assert "It was right on q of shape (2, 3, 5, 4)" in capsys.readouterr().out
+    assert "(it was right on q of shape (2, 3, 5, 4)" in capsys.readouterr().out
 
 
 def test_judge_names_an_ignored_scalar_argument_and_its_own_failure(capsys):

@@ -117,7 +117,10 @@ def test_saved_parts_are_used_and_a_faulty_one_is_named_and_replaced(folder, cap
     out = capsys.readouterr().out
     assert "split_heads         notebook 04: yours" in out
     assert "LayerNorm           notebook 09: yours" in out
-    assert "LayerNorm: yours gives other logits once assembled; using the course's solution" in out
+    assert (
+        "LayerNorm: yours is replaced by the course's solution in this model: looks like x.std()"
+        in out
+    )
     assembled = (folder / "my_model.py").read_text()
     assert "permute(0, 2, 1, 3)" in assembled  # the learner's split_heads kept
     assert "x.std(-1" not in assembled  # the faulty LayerNorm replaced
@@ -136,7 +139,9 @@ def test_a_part_that_does_not_load_is_named(folder, capsys):
     (folder).mkdir(parents=True)
     (folder / "FeedForward.py").write_text("class FeedForward(nn.Module):\n    def __init__(self\n")
     parts.my_model()
-    assert "FeedForward: yours fails to load (SyntaxError" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "FeedForward: yours is replaced by the course's solution in this model: its file " in out
+    assert "FeedForward.py in your parts folder does not parse (SyntaxError: " in out
 
 
 def test_my_parts_returns_the_asked_parts_and_refuses_unknown_names(folder, capsys):

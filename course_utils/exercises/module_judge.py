@@ -7,8 +7,11 @@ weights the reference gets (``load_state_dict`` by name) and compares what ``for
 returns, case by case, with :func:`.judge.judge`. Before that it checks what ``judge`` cannot
 see: that the answer is the class (not an instance), that it can be built with the exercise's
 arguments, and that its parameters have the fixed names and shapes (a missing or renamed
-attribute is named). A part that passes is saved for the learner's model
-(:func:`course_utils.lab.parts.save_part`).
+attribute is named; a registered buffer is told apart from a parameter). After every case
+matches in eval mode, :mod:`.in_training` runs it as training does: in train mode, one
+backward pass with every parameter's gradient compared by name, the input left alone, and
+on the meta device. A part that passes is saved for the learner's model
+(:func:`course_utils.lab.parts.keep`), and the line says where.
 
 Writing a checker::
 
@@ -31,9 +34,10 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from course_utils.exercises.judge import Case, judge
+from course_utils.exercises.in_training import Prepared, Runner
+from course_utils.exercises.judge import Case, judge, report
 
-__all__ = ["judge_module", "random_weights"]
+__all__ = ["ModuleRunner", "judge_module", "random_weights"]
 
 
 def random_weights(reference: type, args: tuple, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -94,20 +98,47 @@ def judge_module(
     problem = _not_a_module_class(part, title, first, checker)
     problem = problem or _build_problem(part, reference, first, title, structure)
     if problem is not None:
-        print(f"❌ {title}: {problem}")
-        return False
+        return report(title, part, problem, part=True)
     names = list(inspect.signature(reference.__init__).parameters)[1 : build_args + 1]
     names += list(inspect.signature(reference.forward).parameters)[1:]
     call = _harness(reference, build_args, names)
-    passed = judge(
+    return judge(
         title, part, reference, cases, mistakes, call=call, axes=axes, tolerance=tolerance,
-        errors=errors, hint=hint,
+        errors=errors, hint=hint, trains=True, runner=ModuleRunner(reference, build_args, names),
+        part=True,
     )  # fmt: skip
-    if passed:
-        from course_utils.lab.parts import save_part
 
-        save_part(part)
-    return passed
+
+class ModuleRunner(Runner):
+    """Prepares a module's call for :mod:`.in_training`: the module built from the case's
+    first ``build_args`` arguments with the reference's random weights, in train mode, on the
+    device; its parameters are the leaves (``w_q.weight``) beside forward's float inputs; a
+    plain tensor attribute (not a parameter or buffer) is named for the device stage."""
+
+    kind = "module"
+
+    def __init__(self, reference: type, build_args: int, names: list[str]) -> None:
+        super().__init__(names[build_args:])
+        self.reference, self.build_args = reference, build_args
+
+    def input_name(self, args: tuple) -> str:
+        return super().input_name(args[self.build_args :])
+
+    def prepare(self, part, args, kwargs, *, device="cpu", grad=True, train=True) -> Prepared:
+        module = build(part, self.reference, args[: self.build_args]).train(train)
+        plain = {
+            f"self.{name}, a plain tensor attribute (module.to(device) moves parameters and "
+            "buffers, not it),": value
+            for name, value in vars(module).items()
+            if isinstance(value, torch.Tensor)
+        }
+        module = module.to(device)
+        prepared = super().prepare(module, args[self.build_args :], kwargs, device=device,
+                                   grad=grad)  # fmt: skip
+        if grad:
+            prepared.leaves.update(dict(module.named_parameters()))
+        prepared.module, prepared.origins = module, plain
+        return prepared
 
 
 def _harness(reference: type, build_args: int, names: list[str]) -> Callable:
@@ -180,6 +211,13 @@ def _names_problem(module: nn.Module, shown: str, missing: list[str], extra: lis
         return (
             f"{shown} has {have} block(s) in self.blocks, expected {wanted} (n_layers): "
             "build one Block per layer"
+        )
+    buffers = {name for name, _ in module.named_buffers()}
+    if extra and not missing and all(k in buffers for k in extra):
+        return (
+            f"{shown} registers {_listed(extra)} as a buffer, which goes into its state dict, "
+            "so the course's weights do not load into it (an unexpected key): pass "
+            "persistent=False to register_buffer, or build it in forward"
         )
     said = f"{shown} has no parameter {_listed(missing)}" if missing else shown
     if extra:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from course_utils.exercises.core import run_check
+from course_utils.exercises.judge import Case, judge
 
 
 def _counts(pairs) -> dict[tuple[int, int], int]:
@@ -87,45 +88,82 @@ def check_count_pairs(count_pairs: Callable) -> bool:
     return run_check("count_pairs", attempt)
 
 
+def _merge(ids, pair, new_id, *, step=2, first_only=False, keep_last=True):
+    """The merge written out; the keywords make the known mistakes."""
+    merged, i, done = [], 0, False
+    last = len(ids) if keep_last else len(ids) - 1
+    while i < last:
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair) and not done:
+            merged.append(new_id)
+            i += step
+            done = first_only
+        else:
+            merged.append(ids[i])
+            i += 1
+    return merged
+
+
+def _as_text(ids, pair, new_id, separator=","):
+    """A replace over the ids written as one string (the mistake): digits of neighbouring ids
+    run together."""
+    text = separator.join(map(str, ids)).replace(f"{pair[0]}{separator}{pair[1]}", str(new_id))
+    return [int(t) for t in text.split(separator) if t]
+
+
+MERGE_PAIR_MISTAKES = [
+    (
+        "a replace over the ids written as one string: the digits of neighbouring ids run "
+        "together (11, 22 written '11,22' holds the text '1,2'), so pairs that are not there "
+        "are merged; compare the ids themselves, pair by pair: (ids[i], ids[i + 1]) == pair",
+        _as_text,
+    ),
+    (
+        "the last id is missing: a lone last id must be copied too",
+        lambda ids, pair, new_id: _merge(ids, pair, new_id, keep_last=False),
+    ),
+    (
+        "after a merge the scan moves one id on, so the pair's second id is used again: skip "
+        "both ids of the pair (i += 2)",
+        lambda ids, pair, new_id: _merge(ids, pair, new_id, step=1),
+    ),
+    (
+        "a scan from the right: overlaps go to the leftmost match ([1, 1, 1] with (1, 1) "
+        "gives [new_id, 1]); scan left to right",
+        lambda ids, pair, new_id: _merge(ids[::-1], pair[::-1], new_id)[::-1],
+    ),
+    (
+        "only the first occurrence merged: replace every occurrence",
+        lambda ids, pair, new_id: _merge(ids, pair, new_id, first_only=True),
+    ),
+    (
+        "the pair matched in either order: (b, a) is another pair than (a, b)",
+        lambda ids, pair, new_id: _merge(_merge(ids, pair, new_id), tuple(pair[::-1]), new_id),
+    ),
+]
+
+
 def check_merge_pair(merge_pair: Callable) -> bool:
     """Check ``merge_pair(ids, pair, new_id)``: a new list where each occurrence of ``pair``
     is replaced by ``new_id``, scanning left to right; the one step BPE repeats.
 
     Cases: two occurrences, an overlapping run ``[1, 1, 1]`` with the pair ``(1, 1)`` (the
-    answer is ``[new_id, 1]``), a pair at the very end, no occurrence, an empty list. The
-    input list must not change. Says when the last id is dropped.
+    answer is ``[new_id, 1]``), a pair at the very end, no occurrence, an empty list, the
+    reversed pair present, and multi-digit ids whose digits run across two ids when written
+    as text (``[11, 22, 1, 2, 31, 2]`` with the pair ``(1, 2)``). The input list must not
+    change (said with its name). Names each mistake of :data:`MERGE_PAIR_MISTAKES`.
     """
     from course_utils.tokenization import merge_pair as reference
 
     cases = [
-        ([5, 6, 5, 6, 7], (5, 6), 256),
-        ([1, 1, 1], (1, 1), 300),
-        ([4, 1, 2], (1, 2), 257),
-        ([1, 2, 3], (3, 4), 258),
-        ([], (1, 2), 259),
+        Case([5, 6, 5, 6, 7], (5, 6), 256),
+        Case([1, 1, 1], (1, 1), 300),
+        Case([4, 1, 2], (1, 2), 257),
+        Case([1, 2, 3], (3, 4), 258),
+        Case([], (1, 2), 259),
+        Case([11, 22, 1, 2, 31, 2], (1, 2), 260),
+        Case([2, 1, 7, 1, 2], (1, 2), 261),
     ]
-
-    def attempt() -> str | None:
-        for ids, pair, new_id in cases:
-            given = list(ids)
-            answer = merge_pair(given, pair, new_id)
-            expected = reference(ids, pair, new_id)
-            call = f"merge_pair({ids}, {pair}, {new_id})"
-            if given != ids:
-                return f"{call} changed its input list to {given}; build a new list"
-            if not isinstance(answer, list):
-                return f"{call} should return a list, got {type(answer).__name__}"
-            if answer == expected:
-                continue
-            hint = ""
-            if answer == expected[:-1]:
-                hint = "; the last id is missing: a lone last id must be copied too"
-            elif ids == [1, 1, 1]:
-                hint = "; scan left to right and, after a merge, skip both ids of the pair"
-            return f"{call} returned {answer}, expected {expected}{hint}"
-        return None
-
-    return run_check("merge_pair", attempt)
+    return judge("merge_pair", merge_pair, reference, cases, MERGE_PAIR_MISTAKES)
 
 
 def _join_hint(encoding, documents: list[str], answer: list, expected: list[int]) -> str:

@@ -219,7 +219,12 @@ def _as_ids(nearest_tokens, weight, token, k):
             f"returned {result.dtype} numbers (similarities?); return the token ids, "
             "topk's .indices"
         )
-    return result.long()
+    if result.dtype != torch.long:
+        return Problem(
+            f"returned {result.dtype} ids; the exercise asks for int64 (torch.long), the dtype "
+            "of topk's .indices and of the ids an nn.Embedding reads: drop the conversion"
+        )
+    return result
 
 
 def _nearest_cases() -> list[Case]:
@@ -247,7 +252,7 @@ def check_nearest_tokens(nearest_tokens: Callable) -> bool:
     """Check ``nearest_tokens(weight, token, k)``: the ids of the ``k`` tokens whose rows of
     ``weight`` ``(V, d_model)`` have the largest cosine similarity with row ``token``, the
     token itself left out, most similar first; an int64 tensor ``(k,)`` (a list of ints is
-    accepted).
+    accepted; an int32 tensor is not).
 
     Five tables vary V, d_model, the dtype, the layout, the token (first, last, inside) and k
     (1 to V - 1), with rows of very different norms; names each mistake of

@@ -103,7 +103,7 @@ def check_split_heads(split_heads: Callable) -> bool:
     number of heads, sizes that do not fit, a float d_k. When it passes, the learner's source
     is saved for their decoder (:func:`course_utils.lab.parts.save_part`).
     """
-    passed = judge(
+    return judge(
         "split_heads",
         split_heads,
         _split_heads,
@@ -112,12 +112,9 @@ def check_split_heads(split_heads: Callable) -> bool:
         axes="B h T d_k",
         tolerance=Tolerance(atol=0.0, rtol=0.0, exact_dtype=True),
         errors=_SPLIT_HEADS_ERRORS,
+        trains=True,
+        part=True,
     )
-    if passed:
-        from course_utils.lab.parts import save_part
-
-        save_part(split_heads)
-    return passed
 
 
 def _head_queries_problem(answer, x, w_q, head: int, d_k: int, work: int) -> str | None:

@@ -83,6 +83,7 @@ def check_scaled_scores(scaled_scores: Callable) -> bool:
         axes="B h T_q T_k",
         tolerance=Tolerance(atol=1e-5, rtol=1e-5, exact_dtype=True),
         errors=_SCORES_ERRORS,
+        trains=True,
     )
 
 

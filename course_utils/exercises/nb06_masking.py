@@ -85,6 +85,9 @@ _PADDING_MISTAKES = (
      "keys' axis", lambda lengths, T: _padding(lengths, T)[:, 0, 0, :, None, None]),
     ("a mask of 0s and 1s as floats or integers: a mask is torch.bool (use the comparison "
      "itself, or .bool())", lambda lengths, T: _padding(lengths, T).float()),
+    ("a mask as wide as the longest sequence, max(lengths): the batch is padded to T "
+     "positions, which may be more; build it from torch.arange(T)",
+     lambda lengths, T: _padding(lengths, max(lengths))),
 )  # fmt: skip
 
 
@@ -92,16 +95,17 @@ def check_padding_mask(padding_mask: Callable) -> bool:
     """Exercise 06.2: ``padding_mask(lengths, T)`` is a ``(B, 1, 1, T)`` torch.bool key mask,
     True at the real tokens ``j < lengths[b]`` of right-padded sequences.
 
-    Tried on four batches (B = 2, 4, 1, 3; T = 6, 4, 1, 7; a length 0 and full lengths).
+    Tried on six batches (B = 1 to 4; T = 1 to 7; a length 0, full lengths, and batches padded
+    to a fixed T longer than every sequence, where a mask sized max(lengths) shows).
     Names the inverted convention (True at the padding, as ``nn.MultiheadAttention``'s
-    ``key_padding_mask``), ``j <= length``, the missing or misplaced singleton axes, and
-    float or integer masks.
+    ``key_padding_mask``), ``j <= length``, the missing or misplaced singleton axes, float or
+    integer masks, and a mask as wide as the longest sequence.
     """
     return judge(
         "padding_mask",
         padding_mask,
         _padding,
-        [([6, 4], 6), ([3, 1, 4, 0], 4), ([1], 1), ([2, 7, 5], 7)],
+        [([6, 4], 6), ([3, 1, 4, 0], 4), ([1], 1), ([2, 7, 5], 7), ([2, 3], 6), ([4], 5)],
         _PADDING_MISTAKES,
         axes="B h T_q T_k",
         tolerance=Tolerance(exact_dtype=True),
@@ -194,4 +198,5 @@ def check_masked_softmax(masked_softmax: Callable) -> bool:
         axes="B h T_q T_k",
         tolerance=Tolerance(atol=1e-2, rtol=1e-2, exact_dtype=True),
         errors=_MASKED_SOFTMAX_ERRORS,
+        trains=True,
     )

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import torch
 
-from course_utils.exercises.core import compare, count_multiplications, run_check
+from course_utils.exercises.core import count_multiplications
 from course_utils.exercises.difference import Tolerance
-from course_utils.exercises.judge import Case, judge
+from course_utils.exercises.judge import Case, judge, report
 
 # Library softmaxes the exercise forbids (it asks for the max-subtraction written out), as
 # the ATen ops every Python route reaches: torch.softmax, F.softmax, Tensor.softmax,
@@ -17,54 +17,134 @@ from course_utils.exercises.judge import Case, judge
 _LIBRARY_SOFTMAX = {"softmax", "log_softmax", "_softmax", "_log_softmax", "special_softmax"}
 
 
+def _stable(scores, temperature=1.0, *, shift="row", after=False, times=False):
+    """softmax(scores / temperature) over the last axis; the keywords make the mistakes."""
+    z = scores * temperature if times else scores / temperature
+    if shift == "row":
+        z = z - z.amax(dim=-1, keepdim=True)
+    elif shift == "raw":  # the mistake: the maximum of the scores before the temperature
+        z = z - scores.amax(dim=-1, keepdim=True)
+    elif shift == "global":
+        z = z - z.max()
+    e = z.exp()
+    if after:
+        e = (scores - scores.amax(dim=-1, keepdim=True)).exp() / temperature
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+STABLE_SOFTMAX_MISTAKES = [
+    (
+        "the maximum of the raw scores subtracted from scores / temperature: with a temperature "
+        "below 1 and large scores exp still overflows (inf / inf = NaN), above 1 it underflows "
+        "(0 / 0); divide first, then subtract the maximum of what you divided: "
+        "z = scores / temperature; z - z.amax(dim=-1, keepdim=True)",
+        lambda s, t=1.0: _stable(s, t, shift="raw"),
+    ),
+    (
+        "one maximum over the whole tensor (scores.max()): a row far below it underflows to "
+        "0 / 0; subtract each row's own maximum, amax(dim=-1, keepdim=True)",
+        lambda s, t=1.0: _stable(s, t, shift="global"),
+    ),
+    (
+        "no maximum subtracted: exp overflows to inf for large scores (inf / inf = NaN); "
+        "subtract each row's maximum before exp",
+        lambda s, t=1.0: _stable(s, t, shift=None),
+    ),
+    (
+        "the scores multiplied by the temperature: softmax(scores / temperature) divides",
+        lambda s, t=1.0: _stable(s, t, times=True),
+    ),
+    (
+        "the temperature ignored (or applied after exp, where the normalisation cancels it): "
+        "divide the scores by it before exp",
+        lambda s, t=1.0: _stable(s, 1.0),
+    ),
+    (
+        "the softmax over the queries (dim=-2): it runs over the last axis, the keys",
+        lambda s, t=1.0: torch.softmax(s / t, dim=-2) if s.dim() > 1 else s * math.nan,
+    ),
+    (
+        "a conversion to float32: keep the scores' dtype (float64 in, float64 out)",
+        lambda s, t=1.0: _stable(s.float(), t),
+    ),
+]
+
+_STABLE_SOFTMAX_ERRORS = [
+    (
+        RuntimeError,
+        r"must match the size of tensor",
+        "keep the reduced axis so that it broadcasts over the row: amax(dim=-1, keepdim=True)",
+    ),
+]
+
+
+def _stable_softmax_cases() -> list[Case]:
+    """Random (2, 3, 4, 5) scores (T_q != T_k) at the default temperature, 0.5 and 2; rows of
+    large scores [100, 400, 700, 1000] beside [1, 2, 3, 4] at temperatures 1, 0.5 (the
+    notebook's sharpening) and 2; float64; one row (1-D)."""
+    generator = torch.Generator().manual_seed(7)
+    scores = 3 * torch.randn(2, 3, 4, 5, generator=generator)
+    large = torch.tensor([[100.0, 400.0, 700.0, 1000.0], [1.0, 2.0, 3.0, 4.0]])
+    return [
+        Case(scores, label="scores (2, 3, 4, 5), temperature left at its default"),
+        Case(scores, 0.5),
+        Case(scores, 2.0),
+        Case(large, 1.0, label="scores [[100, 400, 700, 1000], [1, 2, 3, 4]], temperature=1.0"),
+        Case(large, 0.5, label="scores [[100, 400, 700, 1000], [1, 2, 3, 4]], temperature=0.5"),
+        Case(large, 2.0, label="scores [[100, 400, 700, 1000], [1, 2, 3, 4]], temperature=2.0"),
+        Case(torch.randn(3, 6, generator=generator, dtype=torch.float64), 0.7),
+        Case(torch.tensor([2.0, -1.0, 0.5]), 1.5),
+    ]
+
+
+def _library_softmax(stable_softmax: Callable) -> str | None:
+    """The exercise asks for the formula written out: the library's softmax is named."""
+    scores = 3 * torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(7))
+    try:
+        with count_multiplications() as work:
+            stable_softmax(scores.clone())
+    except Exception:  # the judge names the error
+        return None
+    used = sorted(work.ops & _LIBRARY_SOFTMAX)
+    if not used:
+        return None
+    return (
+        f"it runs the library's softmax (aten.{', aten.'.join(used)}); write the formula out "
+        "with plain tensor ops: subtract each row's maximum, exp, divide by the row sum"
+    )
+
+
 def check_stable_softmax(stable_softmax: Callable) -> bool:
     """Check ``stable_softmax(scores, temperature=1.0)``: softmax(scores / temperature) over
-    the last axis (the key positions), computed without overflow (§3.2.1).
+    the last axis (the key positions), computed without overflow (§3.2.1), keeping the
+    scores' dtype.
 
-    Cases: random scores ``(2, 3, 4, 5)`` (T_q=4 differs from T_k=5, so a softmax over the
-    wrong axis shows), temperatures 0.5 and 2, and float32 rows ``[100, 400, 700, 1000]``
-    (``exp`` overflows to inf without the max-subtraction) and ``[1, 2, 3, 4]`` (subtracting
-    one global maximum instead of each row's own underflows that row to 0 / 0). The
-    exercise asks for the formula written out: an answer that runs the library's softmax is
-    rejected, saying so. How it is detected: the ATen ops that ran, recorded by
+    Cases (:func:`_stable_softmax_cases`): T_q != T_k, so a softmax over the wrong axis
+    shows; rows of large scores at temperatures 1, 0.5 and 2 (``exp`` overflows without the
+    max-subtraction, and subtracting the maximum of the raw scores from ``scores /
+    temperature`` overflows below 1 and underflows above it); a row of small scores beside
+    them (one global maximum underflows it); float64; a 1-D row. Names each mistake of
+    :data:`STABLE_SOFTMAX_MISTAKES`; the gradient of the scores is compared too.
+
+    The exercise asks for the formula written out: an answer that runs the library's softmax
+    is rejected, saying so. How it is detected: the ATen ops that ran, recorded by
     :func:`~course_utils.exercises.core.count_multiplications` below every Python route
     (``torch.softmax``, ``F.softmax``, ``Tensor.softmax``, ``torch.special.softmax``,
     ``nn.Softmax``, ``log_softmax``) all reach ``aten._softmax`` or ``aten._log_softmax``.
     """
-
-    def attempt() -> str | None:
-        scores = 3 * torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(7))
-        with count_multiplications() as work:
-            answer = stable_softmax(scores.clone())
-        used = sorted(work.ops & _LIBRARY_SOFTMAX)
-        if used:
-            return (
-                f"it runs the library's softmax (aten.{', aten.'.join(used)}); write the "
-                "formula out with plain tensor ops: subtract "
-                "each row's maximum, exp, divide by the row sum"
-            )
-        problem = compare(answer, torch.softmax(scores, dim=-1), "stable_softmax(scores)")
-        if problem:
-            return problem
-        for temperature in (0.5, 2.0):
-            problem = compare(
-                stable_softmax(scores.clone(), temperature=temperature),
-                torch.softmax(scores / temperature, dim=-1),
-                f"stable_softmax(scores, temperature={temperature})",
-            )
-            if problem:
-                return problem + " (divide the scores by the temperature before the softmax)"
-        large = torch.tensor([[100.0, 400.0, 700.0, 1000.0], [1.0, 2.0, 3.0, 4.0]])
-        problem = compare(
-            stable_softmax(large.clone()),
-            torch.softmax(large, dim=-1),
-            "stable_softmax([[100, 400, 700, 1000], [1, 2, 3, 4]])",
-        )
-        if problem:
-            return problem + "; subtract each row's own maximum (keepdim=True) before exp"
-        return None
-
-    return run_check("stable softmax", attempt)
+    problem = _library_softmax(stable_softmax) if callable(stable_softmax) else None
+    if problem is not None:
+        return report("stable softmax", stable_softmax, problem)
+    return judge(
+        "stable softmax",
+        stable_softmax,
+        lambda scores, temperature=1.0: torch.softmax(scores / temperature, dim=-1),
+        _stable_softmax_cases(),
+        STABLE_SOFTMAX_MISTAKES,
+        tolerance=Tolerance(atol=1e-6, rtol=1e-5, exact_dtype=True),
+        errors=_STABLE_SOFTMAX_ERRORS,
+        trains=True,
+    )
 
 
 # --- the part attention(q, k, v, causal=True) ---------------------------------------------------
@@ -252,7 +332,7 @@ def check_attention(attention: Callable) -> bool:
     When it passes, the learner's source is saved for their decoder
     (:func:`course_utils.lab.parts.save_part`).
     """
-    passed = judge(
+    return judge(
         "attention",
         attention,
         _attention,
@@ -261,9 +341,6 @@ def check_attention(attention: Callable) -> bool:
         axes="B h T_q d_v",
         tolerance=Tolerance(atol=1e-5, rtol=1e-4, exact_dtype=True),
         errors=_ATTENTION_ERRORS,
+        trains=True,
+        part=True,
     )
-    if passed:
-        from course_utils.lab.parts import save_part
-
-        save_part(attention)
-    return passed

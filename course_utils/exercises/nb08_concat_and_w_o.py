@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 import course_utils.exercises.solution_model as solution
 from course_utils.exercises.core import count_multiplications
-from course_utils.exercises.judge import Case, judge
+from course_utils.exercises.difference import Tolerance
+from course_utils.exercises.judge import Case, judge, report
 from course_utils.exercises.module_judge import judge_module
 
 
@@ -29,6 +30,8 @@ def _merge_cases() -> list[Case]:
     cases = [Case(torch.randn(*s, generator=generator)) for s in shapes]
     strided = torch.randn(2, 5, 4, 3, generator=generator).transpose(1, 2)  # (2, 4, 5, 3)
     cases.append(Case(strided, label="a non-contiguous x of shape (2, 4, 5, 3)"))
+    wide = torch.randn(2, 2, 3, 5, generator=generator, dtype=torch.float64)
+    cases.append(Case(wide, label="a float64 x of shape (2, 2, 3, 5)"))
     return cases
 
 
@@ -46,6 +49,15 @@ _MERGE_MISTAKES = [
     (
         "transpose(2, 3) (T with d_k) instead of transpose(1, 2) (h with T)",
         lambda x: x.transpose(2, 3).reshape(x.shape[0], x.shape[2], -1),
+    ),
+    (
+        "a conversion to float32 (.float(), torch.tensor(...)): keep x's dtype, float64 in, "
+        "float64 out",
+        lambda x: x.float().transpose(1, 2).reshape(x.shape[0], x.shape[2], -1),
+    ),
+    (
+        "a conversion to float64 (.double()): keep x's dtype, float32 in, float32 out",
+        lambda x: x.double().transpose(1, 2).reshape(x.shape[0], x.shape[2], -1),
     ),
 ]
 
@@ -91,25 +103,22 @@ def check_merge_heads(merge_heads: Callable) -> bool:
     """Check ``merge_heads(x)``: ``(B, h, T, d_k)`` -> ``(B, T, h * d_k)``, row t holding head
     0's vector of token t, then head 1's, ... (the Concat of §3.2.2).
 
-    Tried at five shapes (the notebook's (2, 3, 6, 8) first, then sizes where its globals
-    B = 2 and n_heads = 3 are wrong; T = 1 with one head; a non-contiguous input). Names a
-    view without the transpose, a permute that interleaves the heads, the wrong transpose,
-    a view of the non-contiguous transposed tensor, sizes read from notebook globals, and
-    the heads joined one at a time with ``torch.cat`` (the exercise asks for no loop).
+    Tried at six shapes (the notebook's (2, 3, 6, 8) first, then sizes where its globals
+    B = 2 and n_heads = 3 are wrong; T = 1 with one head; a non-contiguous input; float64,
+    whose dtype must be kept). Names a view without the transpose, a permute that
+    interleaves the heads, the wrong transpose, a conversion of the dtype, a view of the
+    non-contiguous transposed tensor, sizes read from notebook globals, and the heads joined
+    one at a time with ``torch.cat`` (the exercise asks for no loop); the gradient of x is
+    compared too.
     """
     problem = _joins_heads_one_by_one(merge_heads)
     if problem:
-        print(f"❌ merge_heads: {problem}")
-        return False
-    passed = judge(
+        return report("merge_heads", merge_heads, problem, part=True)
+    return judge(
         "merge_heads", merge_heads, _concat, _merge_cases(), _MERGE_MISTAKES,
-        axes="B T C", errors=_MERGE_ERRORS,
+        axes="B T C", tolerance=Tolerance(exact_dtype=True), errors=_MERGE_ERRORS, trains=True,
+        part=True,
     )  # fmt: skip
-    if passed:
-        from course_utils.lab.parts import save_part
-
-        save_part(merge_heads)
-    return passed
 
 
 # --- MultiHeadAttention ----------------------------------------------------------------

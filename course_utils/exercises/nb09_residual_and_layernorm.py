@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import course_utils.exercises.solution_model as solution
+from course_utils.exercises.in_training import Runner
 from course_utils.exercises.judge import Case, judge
 from course_utils.exercises.module_judge import judge_module
 
@@ -24,6 +25,8 @@ class _Reference(solution.LayerNorm):
 def _normalise(module, x, *, dim=-1, unbiased=False, eps_inside=True, eps=None, centre=True):
     """LayerNorm with one thing changed (the mistakes below)."""
     eps = module.eps if eps is None else eps
+    if dim is None:  # the whole tensor
+        dim = tuple(range(x.dim()))
     mean = x.mean(dim=dim, keepdim=True) if centre else 0.0
     if not centre:  # RMSNorm: the root of the mean square, no centring
         spread = x.pow(2).mean(dim=dim, keepdim=True)
@@ -42,6 +45,23 @@ def _mistake(affine=True, **change) -> type:
     return Mistake
 
 
+class _ScaledFirst(solution.LayerNorm):
+    """weight * x first, then centred and divided: the scale is normalised away."""
+
+    def forward(self, x):
+        return _normalise(self, self.weight * x) + self.bias
+
+
+class _ShiftedFirst(solution.LayerNorm):
+    def forward(self, x):
+        return self.weight * _normalise(self, x + self.bias)
+
+
+class _BiasTimes(solution.LayerNorm):
+    def forward(self, x):
+        return (self.weight + self.bias) * _normalise(self, x)
+
+
 _LAYER_NORM_MISTAKES = [
     (
         "x.std() with eps outside the square root, the popular one-liner: x.std() is the "
@@ -57,6 +77,7 @@ _LAYER_NORM_MISTAKES = [
     ("eps added outside the square root; it belongs inside: sqrt(var + eps)",
      _mistake(eps_inside=False)),
     ("eps fixed at 1e-5; use self.eps, the eps the layer was built with", _mistake(eps=1e-5)),
+    ("eps fixed at 1e-6; use self.eps, the eps the layer was built with", _mistake(eps=1e-6)),
     ("weight and bias not applied: return self.weight * x_hat + self.bias",
      _mistake(affine=False)),
     ("statistics over the time axis (dim=1); LayerNorm normalises each token over its C "
@@ -67,6 +88,14 @@ _LAYER_NORM_MISTAKES = [
      _mistake(dim=(-2, -1))),
     ("no mean subtracted (that is RMSNorm, notebook 15): x - mean, then divide",
      _mistake(centre=False)),
+    ("one mean and variance over the whole tensor; each token has its own, over its C "
+     "channels: mean(dim=-1, keepdim=True)", _mistake(dim=None)),
+    ("the weight applied before centring (LayerNorm(weight * x)): normalising then removes "
+     "it; normalise x first, then self.weight * x_hat + self.bias", _ScaledFirst),
+    ("the bias added before normalising (it is then centred away): self.weight * x_hat + "
+     "self.bias", _ShiftedFirst),
+    ("(weight + bias) * x_hat: the weight scales, the bias is added after: "
+     "self.weight * x_hat + self.bias", _BiasTimes),
 ]  # fmt: skip
 
 
@@ -120,8 +149,7 @@ def _pre_ln_cases() -> list[Case]:
 
 
 def _reference_pre_ln(x, norm, sublayer):
-    with torch.no_grad():
-        return x + sublayer(norm(x))
+    return x + sublayer(norm(x))
 
 
 _PRE_LN_MISTAKES = [
@@ -149,5 +177,5 @@ def check_pre_ln_residual(pre_ln_residual: Callable) -> bool:
 
     return judge(
         "pre_ln_residual", pre_ln_residual, _reference_pre_ln, _pre_ln_cases(), _PRE_LN_MISTAKES,
-        call=call, axes="B T C",
+        call=call, axes="B T C", trains=True, runner=Runner(["x", "norm", "sublayer"]),
     )  # fmt: skip

@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 
 import course_utils.exercises.solution_model as solution
-from course_utils.exercises.difference import Tolerance, difference
+from course_utils.exercises.difference import Tolerance
 from course_utils.exercises.judge import Case, judge
-from course_utils.exercises.module_judge import build, judge_module
+from course_utils.exercises.module_judge import judge_module
 
 
 class _Reference(solution.FeedForward):
@@ -37,6 +37,21 @@ class _TanhGelu(solution.FeedForward):
         return self.down(F.gelu(self.up(x), approximate="tanh"))
 
 
+class _NoBiases(solution.FeedForward):
+    def forward(self, x):
+        return F.gelu(x @ self.up.weight.T) @ self.down.weight.T
+
+
+class _NoUpBias(solution.FeedForward):
+    def forward(self, x):
+        return self.down(F.gelu(x @ self.up.weight.T))
+
+
+class _NoDownBias(solution.FeedForward):
+    def forward(self, x):
+        return F.gelu(self.up(x)) @ self.down.weight.T
+
+
 _FEED_FORWARD_MISTAKES = [
     ("ReLU instead of GELU (the paper's FFN; the course's, as GPT-2's, uses F.gelu)",
      _mistake(activation=F.relu)),
@@ -46,6 +61,14 @@ _FEED_FORWARD_MISTAKES = [
     ("GELU also after the second layer: only between the two", _mistake(after=F.gelu)),
     ("the residual added inside the FFN (x + ...): the block adds it (notebook 11); the FFN "
      "returns down(gelu(up(x)))", _mistake(residual=True)),
+    ("GELU's tanh approximation (approximate='tanh', GPT-2's): the course's model and "
+     "train() use the exact F.gelu, and notebook 12 compares your model with them; use "
+     "F.gelu(h)", _TanhGelu),
+    ("both biases skipped (x @ weight.T alone): nn.Linear adds its bias; call self.up(x) and "
+     "self.down(h)", _NoBiases),
+    ("up's bias skipped (x @ self.up.weight.T): call self.up(x), which adds it", _NoUpBias),
+    ("down's bias skipped (h @ self.down.weight.T): call self.down(h), which adds it",
+     _NoDownBias),
 ]  # fmt: skip
 
 _FEED_FORWARD_ERRORS = [
@@ -76,37 +99,17 @@ def check_feed_forward(FeedForward: type) -> bool:  # noqa: N803
     al. 2017, with GPT-2's GELU).
 
     Four cases with random weights: (C, d_ff) = (24, 96), (10, 40) with T = 1, (8, 20) on a
-    2-D input, (12, 30) on a non-contiguous input. GPT-2's tanh approximation of GELU is also
-    accepted. Names five mistakes: ReLU, no nonlinearity, SiLU, GELU after the second layer,
-    the residual added inside; and ``x @ weight`` on nn.Linear's (out, in) weights.
+    2-D input, (12, 30) on a non-contiguous input. Names nine mistakes: ReLU, no
+    nonlinearity, SiLU, GELU after the second layer, the residual added inside, GELU's tanh
+    approximation (rejected here as in :func:`course_utils.lab.parts.my_model`: the course's
+    model uses the exact GELU), a bias skipped (either or both); and ``x @ weight`` on
+    nn.Linear's (out, in) weights. Then the part is run as training runs it (gradients of
+    up and down, train mode, the device).
     """
-    cases = _feed_forward_cases()
-    if _matches_everywhere(FeedForward, _TanhGelu, cases):
-        print("✅ FeedForward: correct (with GPT-2's tanh approximation of GELU)")
-        from course_utils.lab.parts import save_part
-
-        save_part(FeedForward)
-        return True
     return judge_module(
-        "FeedForward", FeedForward, _Reference, cases, _FEED_FORWARD_MISTAKES,
+        "FeedForward", FeedForward, _Reference, _feed_forward_cases(), _FEED_FORWARD_MISTAKES,
         build_args=2, checker="check_feed_forward", axes=None, errors=_FEED_FORWARD_ERRORS,
     )  # fmt: skip
-
-
-def _matches_everywhere(part: object, other: type, cases: list[Case]) -> bool:
-    """Whether ``part`` computes what ``other`` does on every case (quietly; False on any
-    failure)."""
-    try:
-        for case in cases:
-            args, _ = case.fresh()
-            mine, theirs = build(part, _Reference, args[:2]), build(other, _Reference, args[:2])
-            with torch.no_grad():
-                got, want = mine(args[2]), theirs(args[2])
-            if difference(got, want) is not None:
-                return False
-    except Exception:  # the answer may fail in any way; judge_module then says how
-        return False
-    return True
 
 
 # --- the parameter count of a whole block -----------------------------------------------

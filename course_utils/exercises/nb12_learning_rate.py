@@ -31,6 +31,8 @@ def _lr(step, config, *, warmup_from=1, end="min_lr", over="decay", start="warmu
     progress = min(1.0, progress) if clamp else progress
     if shape == "linear":
         return peak - progress * (peak - floor)
+    if shape == "full":  # the mistake: a whole period, down and back up
+        return floor + half * (1 + math.cos(2 * math.pi * progress)) * (peak - floor)
     high, low = (floor, peak) if swapped else (peak, floor)
     return low + half * (1 + math.cos(math.pi * progress)) * (high - low)
 
@@ -67,6 +69,11 @@ LEARNING_RATE_MISTAKES = [
         lambda s, c: _lr(s, c, boundary="<="),
     ),
     ("a linear decay; the schedule is a cosine", lambda s, c: _lr(s, c, shape="linear")),
+    (
+        "a full cosine period, cos(2 pi progress): the rate falls and climbs back to the peak; "
+        "the schedule is half a period, cos(pi * progress), from the peak down to min_lr",
+        lambda s, c: _lr(s, c, shape="full"),
+    ),
     (
         "the factor 0.5 missing: "
         "min_lr + 0.5 * (1 + cos(pi * progress)) * (learning_rate - min_lr)",

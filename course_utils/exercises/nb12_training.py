@@ -74,6 +74,9 @@ def _step(model, optimizer, x, y, lr, grad_clip, *, zero="start", clip="norm", s
         torch.nn.utils.clip_grad_value_(model.parameters(), grad_clip)
     elif clip == "fixed":
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    elif clip == "each":
+        for parameter in model.parameters():
+            torch.nn.utils.clip_grad_norm_(parameter, grad_clip)
     if not step_first:
         optimizer.step()
     if clip == "after step":
@@ -125,6 +128,12 @@ TRAINING_STEP_MISTAKES = [
     (
         "a clip to norm 1.0; clip to the argument grad_clip",
         lambda *a: _step(*a, clip="fixed"),
+    ),
+    (
+        "each parameter's gradient clipped on its own (clip_grad_norm_ called per parameter): "
+        "the clip bounds the norm of all gradients together, so pass them all at once: "
+        "clip_grad_norm_(model.parameters(), grad_clip)",
+        lambda *a: _step(*a, clip="each"),
     ),
     (
         "the optimizer's old learning rate: set group['lr'] = lr for every group in "
@@ -223,6 +232,15 @@ def _estimate(estimate_loss, dropout, d_model, batch_shape, n_batches, start_tra
     model.register_forward_pre_hook(
         lambda m, a: seen.append((_mode(m.modules()), torch.is_grad_enabled()))
     )
+    evals: list[bool] = []  # model.eval() (model.train(False)) after the forward passes?
+    train = model.train
+
+    def watched_train(mode=True):
+        if not mode:
+            evals.append(bool(seen))
+        return train(mode)
+
+    model.train = watched_train
     with torch.random.fork_rng(devices=[]), torch.enable_grad():
         torch.manual_seed(0)
         value = estimate_loss(model, batches)
@@ -231,7 +249,8 @@ def _estimate(estimate_loss, dropout, d_model, batch_shape, n_batches, start_tra
     during = modes.pop() if len(modes) == 1 else "mixed"
     autograd = "on" if any(grad for _, grad in seen) else "off"
     value = None if during in ("train", "mixed") else value
-    return during, autograd, _mode(model.modules()), grad_after, value
+    late = "after the forward passes" if evals and evals[0] else "not after them"
+    return during, autograd, _mode(model.modules()), grad_after, value, late
 
 
 def _by_hand(model, batches, *, mode="eval", grad=False, restore=True, which=slice(None),
@@ -246,6 +265,8 @@ def _by_hand(model, batches, *, mode="eval", grad=False, restore=True, which=sli
         torch.set_grad_enabled(False)
     with torch.set_grad_enabled(grad and not grad_global):
         losses = [model(x, y)[1].item() for x, y in batches[which]]
+    if mode == "after":  # the mistake: eval mode once the losses are computed
+        model.eval()
     if restore is True:
         model.train(was_training)
     elif restore == "train":
@@ -257,6 +278,11 @@ ESTIMATE_LOSS_MISTAKES = [
     (
         "no model.eval(): dropout was on; call model.eval() first",
         lambda m, b: _by_hand(m, b, mode=None),
+    ),
+    (
+        "model.eval() called after the forward passes: dropout was on while they ran; call it "
+        "before them (and restore the mode at the end)",
+        lambda m, b: _by_hand(m, b, mode="after"),
     ),
     (
         "model.training = False: that changes only the top module's flag, the dropout layers "
@@ -322,5 +348,6 @@ def check_estimate_loss(estimate_loss: Callable) -> bool:
             "mode afterwards",
             "autograd afterwards",
             "value",
+            "whether model.eval() came after the forward passes",
         ),  # fmt: skip
     )

@@ -149,6 +149,7 @@ def check_cross_attention(cross_attention: Callable) -> bool:
         _cross_cases(),
         CROSS_ATTENTION_MISTAKES,
         axes=("output", "weights"),
+        trains=True,
     )
 
 

@@ -93,6 +93,7 @@ def check_rms_norm(rms_norm: Callable) -> bool:
         _rms_norm_cases(),
         RMS_NORM_MISTAKES,
         errors=[(RuntimeError, "size of tensor", "keep the reduced axis: mean(-1, keepdim=True)")],
+        trains=True,
     )
 
 
@@ -162,4 +163,5 @@ def check_expand_kv_heads(expand_kv_heads: Callable) -> bool:
         _expand_cases(),
         EXPAND_KV_HEADS_MISTAKES,
         axes="B n_heads T d_k",
+        trains=True,
     )

@@ -16,20 +16,15 @@ in the next unless ``COURSE_MY_MODEL`` names a folder on a mounted Google Drive.
 
 from __future__ import annotations
 
-import ast
 import importlib.util
-import inspect
-import linecache
 import os
 import sys
 import tempfile
-import textwrap
 import types
 from pathlib import Path
 
-import torch
-
 import course_utils.exercises.solution_model as solution_model
+from course_utils.exercises.sources import MissingHelper, source_of, with_helpers
 
 #: The learner's parts in the order the decoder file defines them, and the notebook of each.
 PARTS = {
@@ -59,66 +54,85 @@ def parts_folder() -> Path:
     return Path(os.environ.get(FOLDER_ENV) or "my_model")
 
 
-def save_part(answer: object) -> Path | None:
-    """Keep the source of a part that passed its checker, for :func:`my_model`.
+def _provided() -> set[str]:
+    """Names the assembled file defines for every part: its imports and the parts."""
+    return {"math", "torch", "F", "nn", *PARTS}
 
-    Called by the checkers, not by notebooks. Never raises: a part whose source cannot be
-    read (typed at an interactive prompt, say) is reported in one line and not saved. The
-    course's own solution is never saved: *Run All* runs the solution cells too, and they must
-    not overwrite the learner's part (a part never written is the solution anyway).
 
-    Returns:
-        The file written, or None when ``answer`` is not one of :data:`PARTS`, has no source,
-        or is the course's solution.
+def keep(answer: object, problem: str | None) -> tuple[str | None, str]:
+    """What a checker's verdict on a part means for the learner's model, as (the problem,
+    now or still; a note for the verdict line). Called by the checkers (``judge(part=True)``).
+
+    A pass saves the part with the helpers it needs from other cells (the note says where);
+    one needing a global that cannot be saved fails here, with the name
+    (:func:`course_utils.exercises.sources.with_helpers`). A failure other than "not
+    implemented yet" marks the part as failing, so :func:`my_parts` and :func:`my_model` no
+    longer call the saved copy "yours"; the note says which version they use meanwhile. The
+    course's solution (a solution cell under *Run All*) is never saved and changes nothing.
+    Never raises; does nothing inside :func:`course_utils.exercises.assembly.quietly`.
     """
+    from course_utils.exercises import assembly
+
+    name = getattr(answer, "__name__", None)
+    if name not in PARTS or assembly.QUIET:
+        return problem, ""
+    if problem is None:
+        try:
+            source, helpers = with_helpers(answer, _provided())
+        except MissingHelper as error:
+            problem = str(error)
+        except (OSError, TypeError, ValueError, SyntaxError) as error:
+            return None, f" (but it could not be saved for my_model: {error})"
+        else:
+            return None, _save(name, source, helpers)
+    if problem != "not implemented yet":
+        _write(_failed_path(name), problem)
+    if _mine(name):
+        return problem, (
+            f". Until it passes, my_parts and my_model use your last {name} that passed "
+            f"({parts_folder() / (name + '.py')})"
+        )
+    if problem == "not implemented yet":
+        return problem, ""
+    return problem, f". Until it passes, my_parts and my_model use the course's {name}"
+
+
+def _save(name: str, source: str, helpers: list[str]) -> str:
+    if _is_solution(name, source):
+        return ""  # a solution cell (Run All runs them too): keep the learner's own part
+    path = parts_folder() / f"{name}.py"
+    try:
+        _write(path, source)
+        _failed_path(name).unlink(missing_ok=True)
+    except OSError as error:
+        return f" (but it could not be saved for my_model: {error})"
+    with_them = f", with {', '.join(helpers)}" if helpers else ""
+    return f" (saved for my_parts and my_model as {path}{with_them})"
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_suffix(f".{os.getpid()}.tmp")
+    scratch.write_text(text, encoding="utf-8")
+    scratch.replace(path)  # atomic: a notebook reading the part never sees half of it
+
+
+def _failed_path(name: str) -> Path:
+    return parts_folder() / f"{name}.failed"
+
+
+def save_part(answer: object) -> Path | None:
+    """Save a part as a passing checker does (:func:`keep`) and return the file written; None
+    when ``answer`` is not one of :data:`PARTS`, is the course's solution, or cannot be saved
+    (said in one line). Never raises."""
     name = getattr(answer, "__name__", None)
     if name not in PARTS:
         return None
-    try:
-        source = source_of(answer)
-        if source.strip() == solution_source(name).strip():
-            return None  # a solution cell (Run All runs them too): keep the learner's own part
-        folder = parts_folder()
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{name}.py"
-        scratch = path.with_suffix(f".{os.getpid()}.tmp")
-        scratch.write_text(source, encoding="utf-8")
-        scratch.replace(path)  # atomic: a notebook reading the part never sees half of it
-    except (OSError, TypeError, ValueError) as error:
-        print(f"(your {name} passed, but could not be saved for notebook 11: {error})")
+    problem, note = keep(answer, None)
+    if problem is not None or "could not be saved" in note:
+        print(f"(your {name} passed, but could not be saved for my_model: {problem or note})")
         return None
-    return path
-
-
-def source_of(obj: object) -> str:
-    """The source text of a function or class, also one defined in a notebook cell.
-
-    ``inspect.getsource`` finds a function typed in a Jupyter cell (IPython keeps each cell
-    in ``linecache``) but not a class, whose module ``__main__`` has no file; a class is
-    found through one of its methods' code, then cut out of that cell with ``ast``.
-
-    Raises:
-        TypeError: ``obj`` has no source that can be found.
-    """
-    try:
-        return textwrap.dedent(inspect.getsource(obj))
-    except (OSError, TypeError):
-        if not isinstance(obj, type):
-            raise TypeError(f"no source found for {obj!r}") from None
-    return _class_source(obj)
-
-
-def _class_source(cls: type) -> str:
-    codes = [f.__code__ for f in vars(cls).values() if isinstance(f, types.FunctionType)]
-    for code in codes:
-        lines = linecache.getlines(code.co_filename)
-        tree = ast.parse("".join(lines))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
-                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-                # whole lines: a comment after the last statement belongs to the class too
-                return textwrap.dedent("".join(lines[first - 1 : node.end_lineno]))
-    raise TypeError(f"no source found for class {cls.__name__}")
+    return parts_folder() / f"{name}.py" if note else None
 
 
 def solution_source(name: str) -> str:
@@ -136,11 +150,21 @@ def _choose_sources(verbose: bool) -> dict[str, str]:
     return sources
 
 
-def _whose(name: str) -> str:
-    """ "yours" when the learner saved a part of their own, else "the course's solution"."""
+def _mine(name: str) -> bool:
     saved = _saved(name)
-    mine = saved is not None and not _is_solution(name, saved)
-    return "yours" if mine else "the course's solution"
+    return saved is not None and not _is_solution(name, saved)
+
+
+def _whose(name: str) -> str:
+    """Which version of part ``name`` the model uses, in the learner's words."""
+    failing = _failed_path(name).is_file()
+    if _mine(name):
+        if failing:
+            return "your last version that passed (the one in your notebook fails its check)"
+        return "yours"
+    if failing:
+        return "the course's solution (yours does not pass its check yet)"
+    return "the course's solution"
 
 
 def _is_solution(name: str, source: str) -> bool:
@@ -166,43 +190,49 @@ def _saved(name: str) -> str | None:
     return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
-def _load(text: str, path: Path) -> types.ModuleType:
+def _load(text: str, path: Path, module_name: str = "my_model") -> types.ModuleType:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("my_model", path)
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    sys.modules["my_model"] = module
+    if module_name == "my_model":
+        sys.modules["my_model"] = module
     return module
 
 
 def my_model(verbose: bool = True) -> types.ModuleType:
     """The learner's decoder: every part in one file, imported; ``m.Decoder(...)`` builds it.
 
-    Prints one line per part: yours, or the course's solution. The assembled model is run
-    against the course's solution with the same weights on a small input; a part that makes
-    it fail or differ is named, replaced by the solution, and the file written again.
+    Prints one line per part: yours, your last version that passed, or the course's solution.
+    Then each of the learner's parts is judged inside the assembled file by its own checker
+    (the same cases, tolerance and accepted forms), and the decoder by notebook 11's checker
+    (logits, loss, gradients of every parameter, train mode, the device); a part that fails
+    is replaced by the course's solution, with one line naming what was found.
 
     Returns:
         The module ``my_model`` (file ``<parts folder>/my_model.py``), with ``split_heads``,
         ``attention``, ``merge_heads``, ``MultiHeadAttention``, ``LayerNorm``, ``FeedForward``,
         ``Block`` and ``Decoder``.
     """
+    from course_utils.exercises.assembly import judged
+
     sources = _choose_sources(verbose)
     path = parts_folder() / "my_model.py"
-    for _ in PARTS:  # at most one replacement per part
-        problem = _differs(_try_load(assemble(sources), path))
-        if problem is None:
-            break
-        culprit = _first_faulty_part(sources)
-        print(f"{culprit}: yours {problem} once assembled; using the course's solution instead")
-        sources[culprit] = solution_source(culprit)
+    sources = judged(sources, {n: solution_source(n) for n in PARTS}, _trial_load)
     return _load(assemble(sources), path)
+
+
+def _trial_load(sources: dict[str, str]) -> types.ModuleType | str:
+    """The assembled file of ``sources``, loaded from a scratch folder, or why it fails."""
+    with tempfile.TemporaryDirectory() as scratch:
+        return _try_load(assemble(sources), Path(scratch) / "my_model_trial.py", "my_model_trial")
 
 
 def my_parts(*names: str) -> object:
     """Some of the learner's parts (e.g. ``split_heads, attention = my_parts("split_heads",
-    "attention")``): each the learner's saved one, or the course's solution, said in a line.
+    "attention")``): each the learner's saved one, or the course's solution, said in a line
+    (and whether the version in the notebook now fails its check).
 
     Only the parts up to the last one asked for are loaded (a later part that does not load
     yet does not matter); if they fail to load, the course's solutions are used, said in a line.
@@ -237,42 +267,45 @@ def _check_part_names(names: tuple) -> None:
         )
 
 
-def _try_load(text: str, path: Path) -> types.ModuleType | str:
+def _try_load(text: str, path: Path, module_name: str = "my_model") -> types.ModuleType | str:
     try:
-        return _load(text, path)
+        return _load(text, path, module_name)
     except Exception as error:  # the learner's code may fail in any way
         return f"fails to load ({type(error).__name__}: {error})"
 
 
-def _differs(module: types.ModuleType | str) -> str | None:
-    """Why the assembled decoder is not the solution's function (None when it is)."""
-    if isinstance(module, str):
-        return module
-    try:
-        torch.manual_seed(0)
-        sizes = dict(vocab_size=11, block_size=8, d_model=24, n_heads=3, n_layers=2, d_ff=96)
-        reference = solution_model.Decoder(**sizes)
-        mine = module.Decoder(**sizes)
-        mine.load_state_dict(reference.state_dict())
-        ids = torch.randint(0, 11, (2, 7))
-        with torch.no_grad():
-            logits, loss = mine(ids, ids)
-            expected, expected_loss = reference(ids, ids)
-        if not torch.allclose(logits, expected, atol=1e-5):
-            return "gives other logits"
-        if not torch.allclose(loss, expected_loss, atol=1e-5):
-            return "gives another loss"
-    except Exception as error:  # the learner's code may fail in any way
-        return f"fails ({type(error).__name__}: {error})"
-    return None
+# --- Colab: the parts kept on Google Drive ---------------------------------------------------
+
+DRIVE_FOLDER = "/content/drive/MyDrive/transformer_course/my_model"
 
 
-def _first_faulty_part(sources: dict[str, str]) -> str:
-    """The first part which, alone among the solutions, makes the decoder fail or differ."""
-    for name in PARTS:
-        trial = {n: solution_source(n) for n in PARTS} | {name: sources[name]}
-        with tempfile.TemporaryDirectory() as scratch:
-            result = _differs(_try_load(assemble(trial), Path(scratch) / "my_model.py"))
-        if result is not None:
-            return name
-    return "Decoder"
+def _in_colab() -> bool:
+    return importlib.util.find_spec("google") is not None and (
+        importlib.util.find_spec("google.colab") is not None
+    )
+
+
+def keep_parts_on_drive(
+    folder: str = DRIVE_FOLDER, mount_point: str = "/content/drive"
+) -> Path | None:
+    """In Colab, keep the learner's parts on their Google Drive, so the next notebook (a new
+    machine) finds them: mounts the Drive at ``mount_point`` unless it is there (Colab asks
+    the learner to allow it), creates ``folder`` and points :func:`parts_folder` there
+    (``COURSE_MY_MODEL``) for this notebook. Run it in each notebook, before its exercises.
+    Outside Colab it changes nothing and says where the parts are kept.
+
+    Returns:
+        The folder on the Drive, or None outside Colab.
+    """
+    if not _in_colab():
+        print(f"Not in Colab: your parts are kept in {parts_folder()} on this machine.")
+        return None
+    from google.colab import drive
+
+    if not (Path(mount_point) / "MyDrive").is_dir():
+        drive.mount(mount_point)
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    os.environ[FOLDER_ENV] = str(path)
+    print(f"Your parts are kept on your Google Drive: {path}")
+    return path

@@ -1,0 +1,119 @@
+"""Judge the learner's assembled decoder the way the checkers judge its parts.
+
+:func:`course_utils.lab.parts.my_model` assembles the learner's parts in one file. Each part
+of the learner's is then run, inside that file, through its own checker (:data:`CHECKERS`:
+the same cases, tolerance and accepted forms as in its notebook), quietly
+(:func:`quietly`: nothing printed, nothing saved); then, when the decoder itself is the
+course's, notebook 11's decoder checker runs on the whole (logits, loss, the gradient of every
+parameter, train mode, the device). A part that fails is replaced by the course's solution,
+with one line that names what its checker found: a forward difference, a gradient, randomness
+in train mode, an exception with its line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable, Iterator
+
+__all__ = ["CHECKERS", "QUIET", "judged", "part_problem", "quietly"]
+
+#: The checker of each part (a name in :mod:`course_utils.exercises`).
+CHECKERS = {
+    "split_heads": "check_split_heads",
+    "attention": "check_attention",
+    "merge_heads": "check_merge_heads",
+    "MultiHeadAttention": "check_multi_head_attention",
+    "LayerNorm": "check_layer_norm",
+    "FeedForward": "check_feed_forward",
+    "Block": "check_block",
+    "Decoder": "check_decoder",
+}
+
+#: True inside :func:`quietly`: checkers save nothing and mark nothing.
+QUIET = False
+
+
+@contextlib.contextmanager
+def quietly() -> Iterator[io.StringIO]:
+    """Run checkers without printing (what they print is in the yielded buffer) and without
+    saving or marking any part."""
+    global QUIET
+    before, QUIET = QUIET, True
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer):
+            yield buffer
+    finally:
+        QUIET = before
+
+
+def part_problem(name: str, part: object) -> str | None:
+    """What part ``name``'s checker says of ``part`` (None when it passes, or when the
+    checker itself fails: that is never the learner's)."""
+    import course_utils.exercises as exercises
+
+    checker = getattr(exercises, CHECKERS[name])
+    with quietly() as printed:
+        passed = checker(part)
+    if passed:
+        return None
+    line = next((x for x in printed.getvalue().splitlines() if x.startswith("❌")), "")
+    if "checker itself failed" in line or ": " not in line:
+        return None
+    return line.split(": ", 1)[1]
+
+
+def judged(sources: dict[str, str], solutions: dict[str, str],
+           load: Callable[[dict[str, str]], object]) -> dict[str, str]:  # fmt: skip
+    """``sources`` with each of the learner's parts that fails (alone, or inside the decoder)
+    replaced by its solution, one printed line each. ``load(sources)`` returns the assembled
+    module, or a str saying why it does not load."""
+    sources = dict(sources)
+    for name in sources:
+        if sources[name].strip() == solutions[name].strip():
+            continue
+        problem = _alone(name, sources, solutions, load)
+        if problem is not None:
+            print(f"{name}: yours is replaced by the course's solution in this model: {problem}")
+            sources[name] = solutions[name]
+    mine = [n for n in sources if sources[n].strip() != solutions[n].strip()]
+    if not mine or "Decoder" in mine:
+        return sources  # the learner's Decoder was judged whole above
+    problem = _decoder_problem(sources, load)
+    if problem is None:
+        return sources
+    culprits = [n for n in mine if _decoder_problem({**solutions, n: sources[n]}, load)]
+    for name in culprits or mine:
+        print(
+            f"{name}: yours passes its own check but not inside the decoder, so the course's "
+            f"solution is used: {problem}"
+        )
+        sources[name] = solutions[name]
+    return sources
+
+
+def _alone(name: str, sources, solutions, load) -> str | None:
+    """Why part ``name`` fails: its file does not parse, it does not load beside the
+    solutions, or its checker, run on it inside the assembled file, rejects it."""
+    try:
+        compile(sources[name], f"{name}.py", "exec")
+    except SyntaxError as error:
+        return (
+            f"its file {name}.py in your parts folder does not parse (SyntaxError: "
+            f"{error.msg}, line {error.lineno}); run its checker cell again"
+        )
+    trial = load({**solutions, name: sources[name]})
+    if isinstance(trial, str):
+        return trial
+    module = load(sources)
+    if isinstance(module, str):  # another part of the learner's breaks the file: judge alone
+        module = trial
+    return part_problem(name, getattr(module, name, None))
+
+
+def _decoder_problem(sources, load) -> str | None:
+    module = load(sources)
+    if isinstance(module, str):
+        return module
+    return part_problem("Decoder", module.Decoder)

@@ -1,0 +1,430 @@
+"""Judge a part the way training uses it, once its forward pass is right (:func:`.judge.judge`
+runs this stage after every case matched).
+
+A forward pass in eval mode cannot see what breaks training. For each case this stage runs the
+learner's function (or module) as the model does, with gradients on and, for a module, in
+train mode, its inputs handed over as tensors inside a graph (a model's activations, not
+leaves), and compares with the reference:
+
+1. the caller's tensors are left alone: each input is compared before and after the call; an
+   in-place change is named with its line and the line to write instead;
+2. the result in train mode: a module that differs there is named, as random (dropout the
+   specification does not have) or as depending on ``self.training``;
+3. one backward pass (a fixed random weighting of every float output): a backward that fails
+   is named with its cause, then the gradient of every input and every parameter is compared
+   with the reference's; a missing or wrong one is named ("w_q gets no gradient") with what
+   the :class:`.watch.Watch` saw (``torch.no_grad()``, ``.detach()``, NumPy, with the line);
+4. the device: every tensor made on the CPU inside the part (``torch.arange(T)`` without
+   ``device=``, a mask built with ``torch.ones``, a plain tensor attribute of a module) that
+   meets the caller's tensors is named with its line (on a GPU that stops the model). The
+   :class:`.watch.Watch` tells them apart by where each tensor came from, so no second
+   device is needed (moving to PyTorch's ``meta`` device costs seconds of imports in every
+   new process).
+
+A runner (:class:`Runner`, or the module judge's subclass) prepares each call: it moves the
+arguments, makes the leaves whose gradients are compared and keeps copies of the inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from course_utils.exercises.difference import Tolerance, difference
+from course_utils.exercises.watch import Event, Watch, rewrite_in_place, storage_of, traceback_line
+
+__all__ = ["Prepared", "Runner", "changed_in_place", "device_problem", "training_problem"]
+
+_GRADIENT_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-3)
+_GRAD_DTYPES = (torch.float32, torch.float64)
+
+
+class Prepared:
+    """One call made ready: ``thunk()`` runs it; ``leaves`` (name -> tensor whose gradient is
+    compared), ``inputs`` (name -> (what was passed, a copy from before the call)), ``module``
+    (the learner's module, or None) and ``origins`` (tensors made before the call, named, for
+    the device stage)."""
+
+    def __init__(self, thunk, leaves, inputs, module=None, origins=None) -> None:
+        self.thunk, self.leaves, self.inputs = thunk, leaves, inputs
+        self.module, self.origins = module, origins or {}
+
+
+class Runner:
+    """Prepares a plain function's call: float32/float64 tensors become leaves named after
+    the parameters, passed on as non-leaf copies (as a model passes its activations); an
+    ``nn.Module`` argument is copied and its parameters become leaves (``w_q.weight``); lists
+    and dicts are watched for changes too."""
+
+    kind = "function"
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+    def input_name(self, args: tuple) -> str:
+        named = self._named(args, {})
+        return next((n for n, v in named if isinstance(v, torch.Tensor)), "the input")
+
+    def _named(self, args: tuple, kwargs: dict) -> list[tuple[str, object]]:
+        names = self.names + [f"argument {i}" for i in range(len(self.names), len(args))]
+        return list(zip(names, args)) + list(kwargs.items())
+
+    def prepare(self, function: Callable, args: tuple, kwargs: dict, *, device: str = "cpu",
+                grad: bool = True, train: bool = True) -> Prepared:  # fmt: skip
+        leaves: dict[str, torch.Tensor] = {}
+        inputs: dict[str, tuple] = {}
+        passed = {}
+        for name, value in self._named(args, kwargs):
+            passed[name] = self._pass(name, value, device, grad, leaves, inputs)
+        positional = [passed[n] for n, _ in self._named(args, {})]
+        keywords = {k: passed[k] for k in kwargs}
+        return Prepared(lambda: function(*positional, **keywords), leaves, inputs)
+
+    def _pass(self, name, value, device, grad, leaves, inputs):
+        if isinstance(value, torch.Tensor):
+            tensor = value.detach().to(device)
+            if grad and tensor.dtype in _GRAD_DTYPES:
+                leaf = tensor.clone().requires_grad_(True)
+                leaves[name] = leaf
+                tensor = leaf.clone()  # inside a graph, as a model's activation
+            inputs[name] = (tensor, tensor.detach().clone())
+            return tensor
+        if isinstance(value, nn.Module):
+            module = copy.deepcopy(value).to(device)
+            for key, parameter in module.named_parameters():
+                leaves[f"{name}.{key}"] = parameter
+            return module
+        if isinstance(value, (list, dict)):
+            inputs[name] = (value, copy.deepcopy(value))
+        return value
+
+
+def changed_in_place(passed, before) -> bool:
+    """Whether ``passed`` (an argument after the call) differs from ``before`` (its copy)."""
+    if isinstance(passed, torch.Tensor):
+        if passed.device.type == "meta":
+            return False
+        now = passed.detach()
+        return now.shape != before.shape or not torch.equal(
+            now.nan_to_num(0.0, 1.0, -1.0) if now.is_floating_point() else now,
+            before.nan_to_num(0.0, 1.0, -1.0) if before.is_floating_point() else before,
+        )
+    if isinstance(passed, nn.Module) and isinstance(before, nn.Module):
+        now, then = passed.state_dict(), before.state_dict()
+        return now.keys() != then.keys() or any(changed_in_place(now[k], then[k]) for k in now)
+    if not isinstance(passed, (list, dict, set)):
+        return False
+    try:
+        return bool(passed != before)
+    except Exception:  # not comparable: say nothing
+        return False
+
+
+def _floats(output) -> list[torch.Tensor]:
+    items = output if isinstance(output, (tuple, list)) else (output,)
+    return [t for t in items if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def _pull(outputs: list[torch.Tensor], references: list[torch.Tensor]) -> torch.Tensor | None:
+    """A scalar whose backward weights every output value by a fixed random number (the same
+    for the answer and the reference); None when nothing requires grad."""
+    generator = torch.Generator().manual_seed(5)
+    total = None
+    for got, want in zip(outputs, references):
+        weight = torch.randn(want.shape, generator=generator, dtype=torch.float64)
+        weight = weight.masked_fill(~torch.isfinite(want.detach().double().cpu()), 0.0)
+        if not got.requires_grad or got.shape != want.shape:
+            continue
+        term = (got.nan_to_num(0.0, 0.0, 0.0) * weight.to(got.dtype)).sum()
+        total = term if total is None else total + term
+    return total
+
+
+def _why(watch: Watch, question: str) -> str:
+    """What the watch saw that cuts the graph, in a sentence; ``question`` when it saw none."""
+    if watch.no_grad is not None:
+        where = f" at {watch.no_grad.line}" if watch.no_grad.line else ""
+        return (
+            f": your code runs with autograd off{where} (torch.no_grad() or similar), so "
+            "backward cannot reach what it computes there; remove the no_grad"
+        )
+    if watch.left_graph:
+        priority = [".numpy()", ".tolist()", ".item()", ".data", ".detach()", ".detach_()"]
+        event = min(watch.left_graph, key=lambda e: priority.index(e.what))
+        leaves = {
+            ".item()": "turns a tensor into a Python number",
+            ".tolist()": "turns a tensor into Python numbers",
+            ".numpy()": "goes through NumPy",
+        }.get(event.what, "detaches a tensor from the graph")
+        return (
+            f": {event} {leaves}, which autograd cannot follow; compute it with torch "
+            "operations on the tensors themselves"
+        )
+    return question
+
+
+def _listed(names: list[str]) -> str:
+    shown = names[:4]
+    text = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + f" and {shown[-1]}"
+    return text if len(names) <= 4 else f"{text} (and {len(names) - 4} more)"
+
+
+def _grouped(names: list[str], all_names: list[str]) -> list[str]:
+    """``w_q.weight`` and ``w_q.bias`` both listed -> ``w_q``, when they are all of w_q."""
+    out = []
+    for name in names:
+        prefix = name.rsplit(".", 1)[0] if "." in name else None
+        siblings = [n for n in all_names if prefix and n.startswith(prefix + ".")]
+        if prefix and siblings and all(n in names for n in siblings):
+            if prefix not in out:
+                out.append(prefix)
+        else:
+            out.append(name)
+    return out
+
+
+def _in_place_problem(prepared: Prepared, watch: Watch) -> str | None:
+    changed = [
+        n for n, (passed, before) in prepared.inputs.items() if changed_in_place(passed, before)
+    ]
+    if not changed:
+        return None
+    name = changed[0]
+    passed = prepared.inputs[name][0]
+    if not isinstance(passed, torch.Tensor):
+        return f"it changes its argument {name} in place; leave it as it is and build a new one"
+    storage = storage_of(passed)
+    event = next((e for e in watch.in_place if e.storage == storage), None)
+    if event is None:
+        return f"it changes the caller's {name} in place; leave the input as it is"
+    fix = rewrite_in_place(event.line)
+    instead = f"; write `{fix}` instead, which makes a new tensor" if fix else (
+        f"; copy it first ({name} = {name}.clone()) or build a new tensor"
+    )  # fmt: skip
+    return f"it changes the caller's {name} in place ({event}){instead}"
+
+
+def _backward_problem(error: BaseException, watch: Watch) -> str:
+    said = str(error).strip().splitlines()[0]
+    problem = f"backward through it fails ({type(error).__name__}: {said})"
+    if "inplace" in said and watch.in_place:
+        event = watch.in_place[0]
+        fix = rewrite_in_place(event.line)
+        problem += f": {event} changes in place a tensor that backward needs"
+        problem += f"; write `{fix}` instead" if fix else "; build a new tensor instead"
+    return problem
+
+
+def _gradient_problem(mine: Prepared, ref: Prepared, watch: Watch) -> str | None:
+    missing, wrong = [], []
+    for name, leaf in ref.leaves.items():
+        expected = leaf.grad
+        if expected is None or not expected.abs().gt(0).any():
+            continue
+        got = mine.leaves[name].grad if name in mine.leaves else None
+        if got is None or not got.abs().gt(0).any():
+            missing.append(name)
+            continue
+        nan = got.isnan() & ~expected.isnan()
+        if nan.any():
+            first = tuple(nan.nonzero()[0].tolist())
+            return (
+                f"backward gives NaN in the gradient of {name} at {int(nan.sum())} positions "
+                f"(first at index {first}) although the result is right: in training one NaN "
+                "reaches every weight at the next step; backward goes through an inf or a 0/0 "
+                "there (an -inf minus -inf in a row where every key is hidden, say)"
+            )
+        problem = difference(got, expected, f"the gradient of {name}", None, _GRADIENT_TOLERANCE)
+        if problem is not None:
+            wrong.append(problem)
+    if missing:
+        names = _grouped(missing, list(ref.leaves))
+        verb = "gets" if len(names) == 1 else "get"
+        cause = _why(watch, ": is something detached or computed outside torch?")
+        return f"{_listed(names)} {verb} no gradient{cause}"
+    if wrong:
+        cause = _why(watch, " (the result itself is right: is part of it detached or computed "
+                            "outside torch?)")  # fmt: skip
+        return f"{wrong[0]}{cause}"
+    return None
+
+
+def _randomness(runner, answer, args, kwargs, first, watch: Watch, prepared: Prepared,
+                gap: str) -> str:  # fmt: skip
+    """Why the result in train mode differs (``gap``): random (dropout named), or not."""
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(1)
+        again = runner.prepare(answer, *_copies(args, kwargs)).thunk()
+    random = difference(_plain(again), _plain(first), "a second run") is not None
+    training = "in train mode" if runner.kind == "module" else "with gradients on"
+    if not random:
+        if runner.kind == "module":
+            return (
+                "in train mode (model.train(), as during training) the result differs from "
+                "the eval-mode result, which was right: something in forward depends on "
+                f"self.training ({gap})"
+            )
+        return f"with gradients on, as in training, the result differs ({gap})"
+    where = []
+    if prepared.module is not None:
+        where += [
+            f"self.{n} = {type(m).__name__}(p={m.p})"
+            for n, m in prepared.module.named_modules()
+            if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 and n
+        ]
+    where = where or [str(e) for e in watch.dropout]
+    seen = f" ({', '.join(where[:2])})" if where else ""
+    return (
+        f"it is random {training}: two runs with the same input and weights differ{seen}; the "
+        f"specification has no dropout: remove it ({gap})"
+    )
+
+
+def _copies(args, kwargs):
+    return tuple(_copy(a) for a in args), {k: _copy(v) for k, v in kwargs.items()}
+
+
+def _copy(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # not copyable: pass it as it is
+        return value
+
+
+def _plain(output):
+    if isinstance(output, torch.Tensor):
+        return output.detach()
+    if isinstance(output, (tuple, list)):
+        return tuple(_plain(o) for o in output)
+    return output
+
+
+def _case_problem(runner, answer, reference, args, kwargs, axes, tolerance) -> str | None:
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(0)
+        ref = runner.prepare(reference, *_copies(args, kwargs))
+        expected = ref.thunk()
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(0)
+        mine = runner.prepare(answer, *_copies(args, kwargs))
+        with Watch(devices=True, origins=mine.origins) as watch:
+            try:
+                got = mine.thunk()
+            except NotImplementedError:
+                raise
+            except Exception as error:  # the learner's code may fail in any way
+                return _training_error(error)
+    problem = _in_place_problem(mine, watch)
+    if problem is not None:
+        return problem
+    gap = difference(_plain(got), _plain(expected), "the result", axes, tolerance)
+    if gap is not None:
+        return _randomness(runner, answer, args, kwargs, got, watch, mine, gap)
+    return _backward(mine, ref, got, expected, watch) or _devices(runner, args, watch, got)
+
+
+def _training_error(error: BaseException) -> str:
+    line = traceback_line(error)
+    where = f" at {line}" if line else ""
+    if "numpy()" in str(error):
+        return (
+            f"run with gradients on, as in training, your code calls .numpy(){where}: autograd "
+            "cannot follow a computation in NumPy, so nothing before it would learn; write it "
+            "with torch operations"
+        )
+    said = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"run as in training, your code raised {type(error).__name__}{where}: {said}"
+
+
+def _backward(mine: Prepared, ref: Prepared, got, expected, watch: Watch) -> str | None:
+    references = [t for t in _floats(expected) if t.requires_grad]
+    if not references:
+        return None
+    outputs = _floats(got)
+    if not any(t.requires_grad for t in outputs):
+        cause = _why(watch, ": is something detached or computed outside torch?")
+        return f"no gradient flows back through it: the result does not require grad{cause}"
+    _pull(references, references).backward()
+    pull = _pull(outputs, references)
+    try:
+        pull.backward()
+    except Exception as error:  # the learner's graph may fail in any way
+        return _backward_problem(error, watch)
+    return _gradient_problem(mine, ref, watch)
+
+
+def training_problem(runner, answer, reference, cases, names, axes, tolerance) -> str | None:
+    """Stages 1-3 of the module docstring on every case: None, or the problem and its case."""
+    for case in cases:
+        problem = _case_problem(runner, answer, reference, case.args, case.kwargs, axes,
+                                tolerance)  # fmt: skip
+        if problem is not None:
+            return f"on {case.describe(names)}, {problem}"
+    return None
+
+
+_OPERATORS = {"__add__": "+", "__radd__": "+", "__sub__": "-", "__rsub__": "-", "__mul__": "*",
+              "__rmul__": "*", "__matmul__": "@", "__truediv__": "/", "__and__": "&",
+              "__or__": "|", "__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=",
+              "__eq__": "=="}  # fmt: skip
+
+
+def _device_message(runner, args, operation: str, source: Event) -> str:
+    name = runner.input_name(args)
+    op = _OPERATORS.get(operation, operation)
+    head = (
+        f"{source} makes a tensor on the CPU, and `{op}` meets it with tensors on {name}'s "
+        "device: on a GPU this stops with 'Expected all tensors to be on the same device'"
+    )
+    if "plain tensor attribute" in source.what:
+        return f"{head}; register it: self.register_buffer('<name>', tensor, persistent=False)"
+    if source.what in (".cpu()", ".to('cpu')"):
+        return f"{head}; leave it on {name}'s device"
+    return f"{head}; create it there: add device={name}.device"
+
+
+def _devices(runner, args, watch: Watch, output) -> str | None:
+    """A CPU tensor that met the caller's (``watch.mixed``), or that is returned."""
+    if watch.mixed is not None:
+        return _device_message(runner, args, *watch.mixed)
+    for result in _ints(output):
+        source = watch.origin(result)
+        if source is not None and result.dim() > 0 and watch.origin(result) is not None:
+            if any(isinstance(a, torch.Tensor) for a in args):
+                name = runner.input_name(args)
+                return (
+                    f"it returns a tensor made on the CPU by {source}, not on {name}'s device: "
+                    f"on a GPU the model's next step stops there; create it with "
+                    f"device={name}.device"
+                )
+    return None
+
+
+def device_problem(runner, answer, cases) -> str | None:
+    """Stage 4 alone (for checkers without the training stage), on the first two cases that
+    hold a tensor: None, or the problem and its case."""
+    with_tensors = [
+        c for c in cases if any(isinstance(a, (torch.Tensor, nn.Module)) for a in c.args)
+    ]
+    for case in with_tensors[:2]:
+        args, kwargs = _copies(case.args, case.kwargs)
+        prepared = runner.prepare(answer, args, kwargs, grad=False)
+        with Watch(devices=True, origins=prepared.origins) as watch:
+            try:
+                output = prepared.thunk()
+            except Exception:  # the forward stage has judged what it raises
+                continue
+        problem = _devices(runner, args, watch, output)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _ints(output) -> list[torch.Tensor]:
+    items = output if isinstance(output, (tuple, list)) else (output,)
+    return [t for t in items if isinstance(t, torch.Tensor)]
