@@ -185,11 +185,15 @@ test: setup
 
 # The tests of the setup and tooling (marker `tooling`): venvs rebuilt, Colab and the offline
 # setup played, make lab served, DDP's two processes, scripts run in fresh processes, the
-# commands rehearsed in float16; then the appendix (16) under strict nbval. CI runs them after
+# commands rehearsed in float16; then the appendix (16) under strict nbval, and the lessons
+# (NBVAL) under strict nbval again with PyTorch's and MKL's portable CPU kernels (OTHER_KERNELS,
+# no AVX): a committed output must not depend on the kernels a CPU picks. CI runs them after
 # `make test` (.ci/run).
+OTHER_KERNELS := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2
 test-tooling: setup
 	OMP_NUM_THREADS=1 $(BYTECODE_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) -m tooling tests
 	$(STRICT_NBVAL) $(APPENDIX)
+	$(if $(NBVAL),export $(OTHER_KERNELS) && $(STRICT_NBVAL) $(XDIST_NOTEBOOKS) $(NBVAL))
 
 # The notebooks of the loss ladder, in order: each prints the rung before its own, as the one
 # before it just wrote it, so they run one after the other (notebook 12 last); the others
