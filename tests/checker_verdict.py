@@ -50,3 +50,46 @@ def assert_unfinished_reported(catalogues: Catalogues, capsys) -> None:
     for checker, _ in catalogues:
         passed, out = verdict(checker, unfinished, capsys)
         assert not passed and out.endswith(": not implemented yet\n"), out
+
+
+# --- batteries of right and wrong answers (issue 42) ----------------------------------------
+
+#: Words that show a rejection names its cause or where it lies beyond "it differs by ...":
+#: a catalogued mistake, an argument, a gradient, an in-place change, randomness, a device, an
+#: exception, a type or shape, the learner's globals.
+NAMED = (
+    "looks like", "the result is what", "gradient", "in place", "random", "on the CPU",
+    "raised", "not implemented", "should be", "has dtype", "has shape", "returned", "it reads",
+    "NaN", "is a bool mask", "is None", "is not right yet", "uses `", "items, expected",
+    "in another order", "it runs the library", "it joins the heads", "integer dtype",
+    "float dtype", "is the float", "depends on self.training", "does not parse",
+    "your function takes",
+)  # fmt: skip
+
+
+def is_generic(line: str) -> bool:
+    """A rejection that says only that (and where) values differ: no cause named."""
+    return not any(word in line for word in NAMED)
+
+
+def run_battery(entries, capsys) -> dict:
+    """Run ``entries`` ``[(checker, label, answer, "right" | "wrong"), ...]``; return
+    ``{"wrong accepted": [...], "right rejected": [...], "crashed": [...], "generic": [...],
+    "rejections": n}`` (labels with the printed line)."""
+    found = {"wrong accepted": [], "right rejected": [], "crashed": [], "generic": []}
+    rejections = 0
+    for checker, label, answer, kind in entries:
+        passed = checker(answer)
+        line = capsys.readouterr().out.strip()
+        if "checker itself failed" in line:
+            found["crashed"].append(f"{label}: {line}")
+        if kind == "right" and not passed:
+            found["right rejected"].append(f"{label}: {line}")
+        if kind == "wrong" and passed:
+            found["wrong accepted"].append(f"{label}: {line}")
+        if not passed:
+            rejections += 1
+            if is_generic(line):
+                found["generic"].append(f"{label}: {line}")
+    found["rejections"] = rejections
+    return found

@@ -160,7 +160,7 @@ def test_merge_pair_catches_a_replace_over_the_ids_as_text(capsys):
         return [int(t) for t in text.split()]
 
     assert check_merge_pair(as_text) is False
-    assert "digits of neighbouring ids run together" in _verdict(capsys)
+    assert "digits of neighbouring ids were run together" in _verdict(capsys)
 
 
 # --- join_documents ---

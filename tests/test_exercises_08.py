@@ -61,7 +61,7 @@ def test_merge_heads_without_a_loop_rejects_the_heads_joined_one_by_one(joined, 
     """The values are right, but the exercise asks for the merge without a loop: the Concat
     shown by hand above it is not the answer."""
     ok, out = verdict(check_merge_heads, joined, capsys)
-    assert not ok and "joins the heads one at a time (aten." in out and "transpose(1, 2)" in out
+    assert not ok and "joins the heads one at a time (torch." in out and "transpose(1, 2)" in out
 
 
 def test_merge_heads_names_a_view_of_the_transposed_tensor(capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from course_utils.exercises.core import run_check
-from course_utils.exercises.judge import Case, judge
+from course_utils.exercises.judge import Case, Problem, judge
 
 
 def _counts(pairs) -> dict[tuple[int, int], int]:
@@ -103,20 +103,7 @@ def _merge(ids, pair, new_id, *, step=2, first_only=False, keep_last=True):
     return merged
 
 
-def _as_text(ids, pair, new_id, separator=","):
-    """A replace over the ids written as one string (the mistake): digits of neighbouring ids
-    run together."""
-    text = separator.join(map(str, ids)).replace(f"{pair[0]}{separator}{pair[1]}", str(new_id))
-    return [int(t) for t in text.split(separator) if t]
-
-
 MERGE_PAIR_MISTAKES = [
-    (
-        "a replace over the ids written as one string: the digits of neighbouring ids run "
-        "together (11, 22 written '11,22' holds the text '1,2'), so pairs that are not there "
-        "are merged; compare the ids themselves, pair by pair: (ids[i], ids[i + 1]) == pair",
-        _as_text,
-    ),
     (
         "the last id is missing: a lone last id must be copied too",
         lambda ids, pair, new_id: _merge(ids, pair, new_id, keep_last=False),
@@ -150,7 +137,9 @@ def check_merge_pair(merge_pair: Callable) -> bool:
     answer is ``[new_id, 1]``), a pair at the very end, no occurrence, an empty list, the
     reversed pair present, and multi-digit ids whose digits run across two ids when written
     as text (``[11, 22, 1, 2, 31, 2]`` with the pair ``(1, 2)``). The input list must not
-    change (said with its name). Names each mistake of :data:`MERGE_PAIR_MISTAKES`.
+    change (said with its name). A result holding an id that is neither in the input nor
+    ``new_id`` is said to have run digits of neighbouring ids together (a replace over the ids
+    written as text). Names each mistake of :data:`MERGE_PAIR_MISTAKES`.
     """
     from course_utils.tokenization import merge_pair as reference
 
@@ -163,7 +152,23 @@ def check_merge_pair(merge_pair: Callable) -> bool:
         Case([11, 22, 1, 2, 31, 2], (1, 2), 260),
         Case([2, 1, 7, 1, 2], (1, 2), 261),
     ]
-    return judge("merge_pair", merge_pair, reference, cases, MERGE_PAIR_MISTAKES)
+    return judge("merge_pair", merge_pair, reference, cases, MERGE_PAIR_MISTAKES, call=_foreign_ids)
+
+
+def _foreign_ids(merge_pair, ids, pair, new_id):
+    """The answer, or a Problem when it holds an id that is neither in ``ids`` nor ``new_id``
+    (digits of neighbouring ids run together)."""
+    result = merge_pair(ids, pair, new_id)
+    if isinstance(result, list) and all(isinstance(i, int) for i in result):
+        foreign = [i for i in result if i not in ids and i != new_id]
+        if foreign:
+            return Problem(
+                f"the result {result} holds {foreign[0]}, which is neither an id of the input "
+                "nor new_id: digits of neighbouring ids were run together (as a replace over "
+                "the ids written as text does); compare the ids themselves, pair by pair: "
+                "(ids[i], ids[i + 1]) == pair"
+            )
+    return result
 
 
 def _join_hint(encoding, documents: list[str], answer: list, expected: list[int]) -> str:

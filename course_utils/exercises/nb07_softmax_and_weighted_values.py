@@ -7,13 +7,13 @@ from collections.abc import Callable
 
 import torch
 
-from course_utils.exercises.core import count_multiplications
+from course_utils.exercises.core import record_torch_calls
 from course_utils.exercises.difference import Tolerance
 from course_utils.exercises.judge import Case, judge, report
 
-# Library softmaxes the exercise forbids (it asks for the max-subtraction written out), as
-# the ATen ops every Python route reaches: torch.softmax, F.softmax, Tensor.softmax,
-# torch.special.softmax, nn.Softmax, log_softmax, and the same on a copy or a view.
+# Library softmaxes the exercise forbids (it asks for the max-subtraction written out), by the
+# names every Python route calls: torch.softmax, F.softmax, Tensor.softmax,
+# torch.special.softmax, nn.Softmax (which calls F.softmax), log_softmax, torch._softmax.
 _LIBRARY_SOFTMAX = {"softmax", "log_softmax", "_softmax", "_log_softmax", "special_softmax"}
 
 
@@ -101,16 +101,16 @@ def _library_softmax(stable_softmax: Callable) -> str | None:
     """The exercise asks for the formula written out: the library's softmax is named."""
     scores = 3 * torch.randn(2, 3, 4, 5, generator=torch.Generator().manual_seed(7))
     try:
-        with count_multiplications() as work:
+        with record_torch_calls() as calls:
             stable_softmax(scores.clone())
     except Exception:  # the judge names the error
         return None
-    used = sorted(work.ops & _LIBRARY_SOFTMAX)
+    used = sorted({call.name for call in calls} & _LIBRARY_SOFTMAX)
     if not used:
         return None
     return (
-        f"it runs the library's softmax (aten.{', aten.'.join(used)}); write the formula out "
-        "with plain tensor ops: subtract each row's maximum, exp, divide by the row sum"
+        f"it runs the library's softmax ({', '.join(used)}); write the formula out with plain "
+        "tensor ops: subtract each row's maximum, exp, divide by the row sum"
     )
 
 
@@ -127,10 +127,11 @@ def check_stable_softmax(stable_softmax: Callable) -> bool:
     :data:`STABLE_SOFTMAX_MISTAKES`; the gradient of the scores is compared too.
 
     The exercise asks for the formula written out: an answer that runs the library's softmax
-    is rejected, saying so. How it is detected: the ATen ops that ran, recorded by
-    :func:`~course_utils.exercises.core.count_multiplications` below every Python route
-    (``torch.softmax``, ``F.softmax``, ``Tensor.softmax``, ``torch.special.softmax``,
-    ``nn.Softmax``, ``log_softmax``) all reach ``aten._softmax`` or ``aten._log_softmax``.
+    is rejected, saying so. How it is detected: the torch functions called, recorded by
+    :func:`~course_utils.exercises.core.record_torch_calls` (a ``TorchFunctionMode``, which
+    costs no import, unlike a dispatch mode): every Python route (``torch.softmax``,
+    ``F.softmax``, ``Tensor.softmax``, ``torch.special.softmax``, ``nn.Softmax``,
+    ``log_softmax``) calls a function named ``softmax`` or ``log_softmax``.
     """
     problem = _library_softmax(stable_softmax) if callable(stable_softmax) else None
     if problem is not None:
@@ -207,6 +208,9 @@ _ATTENTION_MISTAKES = (
     ("a scale from the wrong axis of q (the time axis q.shape[-2]): d_k is the last axis, "
      "q.shape[-1]",
      lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(q.shape[-2]))),
+    ("a scale of sqrt(T_k), the keys' time axis k.shape[-2]: d_k is the last axis of q and k, "
+     "q.shape[-1]",
+     lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(k.shape[-2]))),
     ("a scale from the wrong axis of q (q.shape[1]): d_k is the last axis, q.shape[-1]",
      lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(q.shape[1]))),
     ("the softmax over the queries (dim=-2): it runs over the keys, the last axis, so that "

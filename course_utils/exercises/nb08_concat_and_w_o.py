@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import course_utils.exercises.solution_model as solution
-from course_utils.exercises.core import count_multiplications
+from course_utils.exercises.core import record_torch_calls
 from course_utils.exercises.difference import Tolerance
 from course_utils.exercises.judge import Case, judge, report
 from course_utils.exercises.module_judge import judge_module
@@ -77,23 +77,26 @@ _MERGE_ERRORS = [
 ]
 
 
+_JOINS = {"cat", "concat", "concatenate", "stack", "hstack", "dstack", "column_stack"}
+
+
 def _joins_heads_one_by_one(merge_heads: Callable) -> str | None:
     """The exercise asks for the merge without a loop over the heads (notebook 08 shows the
-    Concat with ``torch.cat`` first); an answer that joins them with ``cat`` or ``stack`` is
-    told so. The ATen ops that ran are read as notebook 07's softmax checker reads them."""
+    Concat with ``torch.cat`` first); an answer that joins them with ``cat`` or ``stack`` (any
+    of their names, seen by :func:`.core.record_torch_calls`) is told so."""
     if not callable(merge_heads):
         return None
     x = torch.randn(2, 3, 6, 8, generator=torch.Generator().manual_seed(8))  # (B, h, T, d_k)
     try:
-        with count_multiplications() as work:
+        with record_torch_calls() as calls:
             merge_heads(x)
     except Exception:  # the judge names the error
         return None
-    used = sorted(work.ops & {"cat", "stack"})
+    used = sorted({call.name for call in calls} & _JOINS)
     if not used:
         return None
     return (
-        f"it joins the heads one at a time (aten.{', aten.'.join(used)}), the Concat shown "
+        f"it joins the heads one at a time (torch.{', torch.'.join(used)}), the Concat shown "
         "above; write it without a loop: one transpose(1, 2) that puts T before h, then one "
         "reshape (or .contiguous().view) to (B, T, h * d_k)"
     )
@@ -180,6 +183,21 @@ class _RawWeights(solution.MultiHeadAttention):
         return solution.merge_heads(heads) @ self.w_o.weight
 
 
+class _NoBiases(solution.MultiHeadAttention):
+    def forward(self, x):
+        q, k, v = (
+            solution.split_heads(x @ w.weight.T, self.n_heads)
+            for w in (self.w_q, self.w_k, self.w_v)
+        )
+        heads = solution.merge_heads(solution.attention(q, k, v))
+        return heads @ self.w_o.weight.T + self.w_o.bias
+
+
+class _NoBiasesAtAll(_NoBiases):
+    def forward(self, x):
+        return super().forward(x) - self.w_o.bias
+
+
 class _ValuesFromWk(solution.MultiHeadAttention):
     def forward(self, x):
         q, k = (
@@ -203,6 +221,10 @@ _MHA_MISTAKES = [
     ("no W_o: project the merged heads with self.w_o", _NoWo),
     ("heads merged by a view without transpose(1, 2) (see merge_heads)", _ViewMerge),
     ("x @ w.weight: nn.Linear computes x @ weight.T + bias; call self.w_q(x)", _RawWeights),
+    ("the biases of w_q, w_k, w_v skipped (x @ w.weight.T): nn.Linear adds its bias; call "
+     "self.w_q(x)", _NoBiases),
+    ("every bias skipped (x @ w.weight.T): nn.Linear adds its bias; call self.w_q(x) ... "
+     "self.w_o(h)", _NoBiasesAtAll),
     ("the values computed with w_k (a copy-paste slip): v = self.w_v(x)", _ValuesFromWk),
 ]  # fmt: skip
 

@@ -129,16 +129,19 @@ def _imported(name: str, value) -> str | None:
             return f"from {module.rsplit('.', 1)[0]} import {name}"
         return f"import {module}" if module == name else f"import {module} as {name}"
     module = getattr(value, "__module__", None)
-    qualname = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
-    if not module or module == "__main__" or not qualname or "." in qualname:
+    if not module or module == "__main__":
         return None
-    try:
-        found = getattr(importlib.import_module(module), qualname)
-    except Exception:  # not importable from there
-        return None
-    if found is not value:
-        return None
-    return f"from {module} import {qualname}" + ("" if qualname == name else f" as {name}")
+    for attribute in (getattr(value, "__qualname__", None), getattr(value, "__name__", None)):
+        if not isinstance(attribute, str) or "." in attribute:
+            continue
+        try:
+            found = getattr(importlib.import_module(module), attribute)
+        except Exception:  # not importable from there
+            continue
+        if found is value:
+            line = f"from {module} import {attribute}"
+            return line if attribute == name else f"{line} as {name}"
+    return None
 
 
 def _learners(value) -> bool:

@@ -37,6 +37,7 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
 _CHECKERS_DIR = os.path.dirname(os.path.abspath(__file__))
 _SOLUTION = os.path.join(_CHECKERS_DIR, "solution_model.py")
+_COURSE_DIR = os.path.dirname(_CHECKERS_DIR)  # course_utils/
 
 _LEAVE_GRAPH = {
     "detach": ".detach()", "detach_": ".detach_()", "numpy": ".numpy()",
@@ -51,7 +52,8 @@ _NOT_IN_PLACE |= {"__set__"}
 
 
 def _kind(filename: str) -> str:
-    """ "torch", "checker" (the course's checking code) or "learner" (anything else)."""
+    """ "torch" (or the standard library), "checker" (the course's checking code), "course"
+    (the course's own parts and modules, which the learner's code may call) or "learner"."""
     if filename.startswith("<frozen"):
         return "torch"
     path = os.path.abspath(filename) if not filename.startswith("<") else filename
@@ -59,6 +61,8 @@ def _kind(filename: str) -> str:
         return "torch"
     if path.startswith(_CHECKERS_DIR) and path != _SOLUTION:
         return "checker"
+    if path == _SOLUTION or path.startswith(_COURSE_DIR):
+        return "course"
     return "learner"
 
 
@@ -79,6 +83,7 @@ def learner_line(depth: int = 2, direct: bool = False) -> str | None:
             return None
         if kind == "learner":
             return _describe(frame.f_code.co_filename, frame.f_lineno)
+        direct = direct and kind != "course"  # the course's code runs the learner's calls
         frame = frame.f_back
     return None
 
@@ -97,7 +102,7 @@ def traceback_line(error: BaseException) -> str | None:
             return None
         if kind == "learner":
             return _describe(filename, lineno)
-    return None
+    return None  # (the course's and torch's frames are passed over)
 
 
 _AUGMENTED = re.compile(r"^(?P<target>[\w.]+)\s*(?P<op>//|[-+*/@%])=\s*(?P<rest>.+)$")
@@ -110,7 +115,7 @@ def rewrite_in_place(line: str | None) -> str | None:
     None when no rewrite is known (``x[i] = v``, say)."""
     if line is None or "`" not in line:
         return None
-    code = line.split("`")[1]
+    code = _without_comment(line.split("`")[1])
     match = _AUGMENTED.match(code)
     if match:
         target = match["target"]
@@ -122,6 +127,19 @@ def rewrite_in_place(line: str | None) -> str | None:
         bare = match.start() == 0 and not re.match(r"^[\w.]+\s*=", code)
         return f"{match['object']} = {fixed}" if bare else fixed
     return None
+
+
+def _without_comment(code: str) -> str:
+    """``code`` without a trailing ``# comment`` (a # inside quotes is kept)."""
+    quote = None
+    for i, char in enumerate(code):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#":
+            return code[:i].rstrip()
+    return code
 
 
 class Event:
@@ -197,7 +215,7 @@ class Watch(TorchFunctionMode):
     def _before(self, func, args, kwargs) -> None:
         name = getattr(func, "__name__", "")
         tensors = [*_tensors(args), *_tensors(kwargs)]
-        if self.no_grad is None and tensors and not torch.is_grad_enabled():
+        if self.no_grad is None and tensors and not torch.is_grad_enabled() and name != "__get__":
             line = learner_line(3, direct=True)
             if name != "_set_grad_enabled" and line is not None:
                 self.no_grad = Event("torch.no_grad()", line)
@@ -211,6 +229,8 @@ class Watch(TorchFunctionMode):
                 self.in_place.append(Event(name, learner_line(3), storage_of(tensors[0])))
         if name in _DROPOUT and _dropout_is_on(args, kwargs):
             self.dropout.append(Event(f"{name} (p > 0, training=True)", learner_line(3)))
+        if name == "scaled_dot_product_attention" and kwargs.get("dropout_p", 0.0) > 0:
+            self.dropout.append(Event("dropout_p > 0", learner_line(3)))
         if self.devices and self.mixed is None and name not in _CROSS_DEVICE_ALLOWED:
             made_here = [t for t in tensors if self.origin(t) and t.dim() > 0]
             if made_here and any(self.origin(t) is None for t in tensors):

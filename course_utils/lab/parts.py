@@ -16,7 +16,9 @@ in the next unless ``COURSE_MY_MODEL`` names a folder on a mounted Google Drive.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import linecache
 import os
 import sys
 import tempfile
@@ -135,6 +137,7 @@ def save_part(answer: object) -> Path | None:
     return parts_folder() / f"{name}.py" if note else None
 
 
+@functools.lru_cache(maxsize=None)
 def solution_source(name: str) -> str:
     """The course's solution of part ``name`` (its def or class, as in the solution file)."""
     return source_of(getattr(solution_model, name))
@@ -193,6 +196,8 @@ def _saved(name: str) -> str | None:
 def _load(text: str, path: Path, module_name: str = "my_model") -> types.ModuleType:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+    # its lines stay readable after a scratch file is gone (a checker quotes the learner's line)
+    linecache.cache[str(path)] = (len(text), None, text.splitlines(True), str(path))
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
