@@ -383,7 +383,7 @@ def test_block_names_a_wrong_sublayer_first(capsys):
 class DecoderByHand(solution.Decoder):
     def forward(self, ids, targets=None):
         T = ids.shape[1]
-        x = self.token_embedding.weight[ids] * self.d_model**0.5 + self.position.weight[:T]
+        x = self.token_embedding.weight[ids] * self.d_model**0.5 + self.pe[:T]
         for block in self.blocks:
             x = block(x)
         logits = self.final_norm(x) @ self.token_embedding.weight.T
@@ -439,7 +439,7 @@ def test_decoder_names_structural_mistakes(capsys):
 
     class WholeTable(solution.Decoder):
         def forward(self, ids, targets=None):
-            x = self.token_embedding(ids) * math.sqrt(self.d_model) + self.position.weight
+            x = self.token_embedding(ids) * math.sqrt(self.d_model) + self.pe
             for block in self.blocks:
                 x = block(x)
             return self.lm_head(self.final_norm(x)), None
@@ -506,7 +506,7 @@ def test_a_missing_bias_is_named(capsys):
 
 
 def test_decoder_equals_tiny_decoder_and_saves_the_part(scratch_parts, capsys):
-    """The checker's reference is TinyDecoder (learned positions, no dropout); the solution
+    """The checker's reference is TinyDecoder (sinusoidal positions, no dropout); the solution
     passes and is saved for my_model()."""
 
     class Decoder(solution.Decoder):

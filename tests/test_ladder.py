@@ -30,7 +30,7 @@ def test_an_untrained_uniform_model_scores_ln_v_and_training_lowers_it():
     data = ladder.ladder_data()
     model = Bigram(data.vocab_size)
     assert ladder.validation_loss(model) == pytest.approx(math.log(data.vocab_size), abs=1e-5)
-    trained = ladder.train_briefly(model, steps=60)
+    trained = ladder.train_briefly(model, steps=100)
     assert trained < math.log(data.vocab_size) - 0.5
     assert trained == ladder.validation_loss(model)  # the model is left trained, in eval mode
 
@@ -46,7 +46,9 @@ def test_train_briefly_is_notebook_00s_loop():
     by_hand = Bigram(data.vocab_size)
     optimizer = torch.optim.AdamW(by_hand.parameters(), lr=budget.lr)
     generator = torch.Generator().manual_seed(0)
-    for _ in range(40):  # notebook 00's loop, 40 of its steps
+    for step in range(40):  # notebook 00's loop, 40 of its steps
+        for group in optimizer.param_groups:  # the ladder's half cosine
+            group["lr"] = ladder.ladder_lr(step, 40)
         x, y = get_batch(data.train, budget.block_size, budget.batch_size, generator)
         loss = F.cross_entropy(by_hand(x).view(-1, data.vocab_size), y.view(-1))
         optimizer.zero_grad()
@@ -94,17 +96,68 @@ def test_show_ladder_refuses_bad_rungs(key, label, loss, error):
 
 
 def test_show_ladder_writes_a_rung_only_when_asked(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(ladder, "LADDER_DIR", tmp_path)
+    committed, learner = tmp_path / "committed", tmp_path / "parts"
+    committed.mkdir()
+    monkeypatch.setattr(ladder, "LADDER_DIR", committed)
+    monkeypatch.setenv("COURSE_MY_MODEL", str(learner))
     monkeypatch.delenv(ladder.WRITE_ENV, raising=False)
     monkeypatch.delenv(ladder.CHECK_ENV, raising=False)  # make test sets it for the notebooks
     ladder.show_ladder("05-test", "a test rung", 2.5)
-    assert not list(tmp_path.iterdir())
+    assert not list(committed.iterdir())
     monkeypatch.setenv(ladder.WRITE_ENV, "1")
     ladder.show_ladder("05-test", "a test rung", 2.5)
     ladder.show_ladder("06-next", "the next rung", 2.25)
     out = capsys.readouterr().out
-    assert "the rung before (05, a test rung): 2.500; this model is 0.250 lower" in out
-    assert json.loads((tmp_path / "05-test.json").read_text())["val_loss"] == 2.5
+    assert "the rung before (05, a test rung, your run): 2.500; this model is 0.250 lower" in out
+    assert json.loads((committed / "05-test.json").read_text())["val_loss"] == 2.5
+
+
+def test_the_rung_before_is_the_learners_own_when_they_ran_it(tmp_path, monkeypatch, capsys):
+    """A learner's rung (their parts) is kept beside their parts; the next notebook compares
+    with it and says so; a rung they have not run is the course's, also said."""
+    import matplotlib.pyplot as plt
+
+    committed, learner = tmp_path / "committed", tmp_path / "parts"
+    committed.mkdir()
+    monkeypatch.setattr(ladder, "LADDER_DIR", committed)
+    monkeypatch.setenv("COURSE_MY_MODEL", str(learner))
+    monkeypatch.delenv(ladder.WRITE_ENV, raising=False)
+    monkeypatch.delenv(ladder.CHECK_ENV, raising=False)
+    (committed / "05-test.json").write_text(json.dumps({"label": "five", "val_loss": 2.5}))
+    plt.close(ladder.show_ladder("06-next", "six", 2.4))
+    assert "the rung before (05, five, the course's run): 2.500" in capsys.readouterr().out
+    plt.close(ladder.show_ladder("05-test", "five", 2.45))  # the learner's own run of 05
+    assert ladder.learner_rungs()["05-test"]["val_loss"] == 2.45
+    plt.close(ladder.show_ladder("06-next", "six", 2.4))
+    assert "the rung before (05, five, your run): 2.450; this model is 0.050 lower" in (
+        capsys.readouterr().out
+    )
+    (learner / "ladder" / "05-test.json").write_text("{half a file")  # unreadable: course's
+    plt.close(ladder.show_ladder("06-next", "six", 2.4))
+    assert "the rung before (05, five, the course's run): 2.500" in capsys.readouterr().out
+
+
+def test_a_rung_prints_what_its_model_writes(tmp_path, monkeypatch, capsys):
+    """The sample is the model's: a bigram that only ever predicts one character writes only
+    that character; the same seed gives the same text; at most three lines are printed."""
+    import matplotlib.pyplot as plt
+
+    data = ladder.ladder_data()
+    monkeypatch.setenv("COURSE_MY_MODEL", str(tmp_path))
+    monkeypatch.delenv(ladder.WRITE_ENV, raising=False)
+    monkeypatch.delenv(ladder.CHECK_ENV, raising=False)
+    only_e = Bigram(data.vocab_size)
+    with torch.no_grad():
+        only_e.table[:, data.tokenizer.encode("e")[0]] = 50.0
+    assert ladder.sample_text(only_e, n_chars=30) == "e" * 30
+    lines = Bigram(data.vocab_size)  # uniform: every character, line breaks included
+    assert ladder.sample_text(lines, seed=3) == ladder.sample_text(lines, seed=3)
+    assert ladder.sample_text(lines, seed=3) != ladder.sample_text(lines, seed=4)
+    plt.close(ladder.show_ladder("05-test", "a test rung", 2.5, model=lines))
+    out = capsys.readouterr().out.split("it writes:\n")[1]
+    assert 1 <= len(out.strip("\n").splitlines()) <= 3
+    with pytest.raises(ValueError, match="n_chars"):
+        ladder.sample_text(lines, n_chars=0)
 
 
 def _ladder_output(notebook: Path) -> str:

@@ -34,7 +34,7 @@ def folder(tmp_path, monkeypatch):
 )
 def test_solution_decoder_equals_tiny_decoder_with_copied_weights(sizes):
     torch.manual_seed(0)
-    tiny = TinyDecoder(ModelConfig(**sizes, positional="learned", dropout=0.0)).eval()
+    tiny = TinyDecoder(ModelConfig(**sizes, positional="sinusoidal", dropout=0.0)).eval()
     mine = solution_model.Decoder(**{**sizes, "d_ff": tiny.config.d_ff})
     mine.load_state_dict(tiny.state_dict())  # same attribute names: strict load
     ids = torch.randint(0, sizes["vocab_size"], (3, sizes["block_size"]))
@@ -200,7 +200,7 @@ def test_the_assembled_decoder_trained_by_a_plain_loop_reaches_train_s_loss():
     data = ladder_data()
     sizes = dict(block_size=16, d_model=32, n_heads=4, n_layers=2, batch_size=16)
     model_config, config = get_config(
-        "cpu", data.vocab_size, positional="learned", dropout=0.0, max_iters=120,
+        "cpu", data.vocab_size, positional="sinusoidal", dropout=0.0, max_iters=120,
         eval_interval=120, eval_iters=2, **sizes,
     )  # fmt: skip
     torch.manual_seed(config.seed)

@@ -2,7 +2,7 @@
 their model.
 
 The ``Block`` is compared with the course's :class:`course_utils.layers.DecoderBlock` and
-the ``Decoder`` with :class:`course_utils.model.TinyDecoder` (learned positions, no
+the ``Decoder`` with :class:`course_utils.model.TinyDecoder` (sinusoidal positions, no
 dropout), each holding the same random weights, loaded by name. Before comparing, each
 checker runs the answer's sublayers (the learner's parts of notebooks 08-10) on their own,
 so a wrong ``LayerNorm`` is named as such, not as a wrong block.
@@ -183,13 +183,13 @@ def _block_structure_for(block) -> str | None:
 
 
 class _ReferenceDecoder(TinyDecoder):
-    """The course's TinyDecoder with learned positions and no dropout, built from the
+    """The course's TinyDecoder with sinusoidal positions and no dropout, built from the
     learner's arguments."""
 
     def __init__(self, vocab_size, block_size, d_model, n_heads, n_layers, d_ff):
         sizes = dict(vocab_size=vocab_size, block_size=block_size, d_model=d_model)
         sizes.update(n_heads=n_heads, n_layers=n_layers, d_ff=d_ff)
-        super().__init__(ModelConfig(**sizes, positional="learned", dropout=0.0))
+        super().__init__(ModelConfig(**sizes, positional="sinusoidal", dropout=0.0))
 
     def forward(self, ids, targets=None):
         return super().forward(ids, targets)
@@ -204,7 +204,7 @@ def _decode(model, ids, targets, *, scale="times", positions="added", norm=True,
         scale
     ]
     if positions != "none":
-        x = x + model.position(torch.arange(T))
+        x = x + model.pe[:T]
     if positions == "scaled too":
         x = x * math.sqrt(model.d_model)
     h = x
@@ -238,7 +238,7 @@ _DECODER_MISTAKES = [
     ("the token embedding not scaled by sqrt(d_model) (§3.4): "
      "self.token_embedding(ids) * math.sqrt(self.d_model)", dict(scale="none")),
     ("the token embedding divided by sqrt(d_model); multiply it", dict(scale="divide")),
-    ("no positions added: x = x + self.position(torch.arange(T))", dict(positions="none")),
+    ("no positions added: x = x + self.pe[:T], your table's first T rows", dict(positions="none")),
     ("the positions scaled by sqrt(d_model) too: scale the token embedding only, then add "
      "the positions", dict(positions="scaled too")),
     ("no final LayerNorm: logits = self.lm_head(self.final_norm(x))", dict(norm=False)),
@@ -258,8 +258,8 @@ _DECODER_ERRORS = [
     (
         RuntimeError,
         r"size of tensor a \(\d+\) must match the size of tensor b \(\d+\)",
-        "add one position vector per input position, self.position(torch.arange(T)) with T "
-        "from ids.shape, not the whole table of block_size rows",
+        "add one row of the table per input position, self.pe[:T] with T from ids.shape, "
+        "not the whole table of block_size rows",
     ),
 ]
 
@@ -324,7 +324,7 @@ def check_decoder(Decoder: type) -> bool:  # noqa: N803
     """Check the class ``Decoder(vocab_size, block_size, d_model, n_heads, n_layers, d_ff)``:
     ``forward(ids, targets=None) -> (logits, loss)``, the whole decoder-only model.
 
-    Equal to the course's ``TinyDecoder`` (learned positions, no dropout) holding the same
+    Equal to the course's ``TinyDecoder`` (sinusoidal positions, no dropout) holding the same
     random weights, logits and loss, on four cases: (V, block_size, C, h, layers, d_ff) =
     (84, 16, 24, 3, 2, 96); (11, 8, 12, 1, 1, 20) with T = block_size; (30, 10, 16, 4, 3, 64)
     with T = 1 and no targets (loss None); (50, 12, 20, 2, 2, 40). Checks first that the

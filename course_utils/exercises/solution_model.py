@@ -1,13 +1,13 @@
 """The course's solution of the learner's decoder: every part of notebooks 04-11 in one file.
 
 Read top to bottom, this is the whole decoder-only Transformer the learner writes, part by
-part: split the heads (04), attention with its causal mask (05-07), merge the heads and
+part: the sinusoidal table of positions (03), split the heads (04), attention with its causal mask (05-07), merge the heads and
 multi-head attention (08), LayerNorm (09), the feed-forward network (10), the pre-LN block
 and the whole model (11). Each notebook's collapsed solution cell holds exactly the source of
 one def or class below (``tests/test_learner_parts.py`` checks it), and
 :func:`course_utils.lab.parts.my_model` takes the part from here when the learner has not
 written it yet. It computes the same function as :class:`course_utils.model.TinyDecoder`
-with ``positional="learned"`` and ``dropout=0.0`` (the attribute names match, so the course's
+with ``positional="sinusoidal"`` and ``dropout=0.0`` (the attribute names match, so the course's
 weights load with ``load_state_dict``).
 
 Sources: Vaswani et al. 2017, "Attention Is All You Need" §3.1-3.4; pre-LN as in GPT-2
@@ -19,6 +19,16 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
+    pair = torch.arange(d_model // 2, dtype=torch.float32)  # (d_model/2,)
+    angle = position / 10000.0 ** (2 * pair / d_model)  # (max_len, 1) / (d_model/2,) -> (max_len, d_model/2)
+    table = torch.zeros(max_len, d_model)  # float32
+    table[:, 0::2] = torch.sin(angle)  # channels 0, 2, 4, ...
+    table[:, 1::2] = torch.cos(angle)  # channels 1, 3, 5, ...
+    return table
 
 
 def split_heads(x, n_heads):
@@ -103,7 +113,8 @@ class Decoder(nn.Module):
         super().__init__()
         self.d_model = d_model
         self.token_embedding = nn.Embedding(vocab_size, d_model)
-        self.position = nn.Embedding(block_size, d_model)  # one learned vector per position
+        # your table of notebook 03, fixed: a buffer moves with .to(device) and is not trained
+        self.register_buffer("pe", sinusoidal_table(block_size, d_model), persistent=False)
         self.blocks = nn.ModuleList([Block(d_model, n_heads, d_ff) for _ in range(n_layers)])
         self.final_norm = LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
@@ -111,12 +122,11 @@ class Decoder(nn.Module):
         # small start, as TinyDecoder (nn.Embedding's default N(0, 1), x sqrt(d_model) and the
         # tied head, would give huge first logits): the first loss is near ln(vocab_size)
         nn.init.normal_(self.token_embedding.weight, std=0.02)
-        nn.init.normal_(self.position.weight, std=0.02)
 
     def forward(self, ids, targets=None):
         B, T = ids.shape
         x = self.token_embedding(ids) * math.sqrt(self.d_model)  # (B, T) -> (B, T, C)
-        x = x + self.position(torch.arange(T, device=ids.device))  # + (T, C), broadcast
+        x = x + self.pe[:T]  # + (T, C): the positions, broadcast over B
         for block in self.blocks:
             x = block(x)
         logits = self.lm_head(self.final_norm(x))  # (B, T, C) -> (B, T, V)

@@ -10,10 +10,15 @@ this notebook's rung, measured live. Karpathy's lecture keeps a part because the
 loss falls; the ladder shows the same thing across notebooks.
 
 The budget is fixed (:data:`LADDER`): Shakespeare's characters split as in notebook 12,
-windows of ``block_size`` 16, batches of 32, AdamW at 1e-2 for 600 steps, on the CPU (a
-GPU would change the numbers in the last digits, and the rungs must be comparable), and the
-validation loss is the mean cross-entropy (nats per character) over 1024 fixed validation
-windows.
+windows of ``block_size`` 16, batches of 32, AdamW for 600 steps at a learning rate that falls
+from 1e-2 to 1e-3 along a half cosine, on the CPU (a GPU would change the numbers in the last
+digits, and the rungs must be comparable), and the validation loss is the mean cross-entropy
+(nats per character) over 1024 fixed validation windows. Each rung also prints a few lines its
+model writes (:func:`sample_text`), so the learner watches the text improve rung by rung.
+
+When a learner runs a rung, its value is also kept beside their parts
+(``<parts folder>/ladder.json``): the next notebook's "rung before" is then theirs, not the
+course's.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from torch import nn
 
 from course_utils.checks import check_instance, check_int
 from course_utils.data import get_batch, load_shakespeare, train_val_split
+from course_utils.lab.parts import parts_folder
 from course_utils.tokenization import CharTokenizer
 
 LADDER_DIR = Path(__file__).resolve().parents[2] / "assets" / "ladder"
@@ -53,6 +59,7 @@ class LadderBudget:
     batch_size: int = 32
     steps: int = 600
     lr: float = 1e-2
+    min_lr: float = 1e-3  # the half cosine's end
     val_windows: int = 1024
     seed: int = 0
 
@@ -105,13 +112,47 @@ def train_briefly(model: nn.Module, *, steps: int | None = None, seed: int = LAD
     model.to("cpu").train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=LADDER.lr)
     generator = torch.Generator().manual_seed(seed)
-    for _ in range(steps):
+    for step in range(steps):
+        for group in optimizer.param_groups:
+            group["lr"] = ladder_lr(step, steps)
         x, y = get_batch(data.train, LADDER.block_size, LADDER.batch_size, generator)
         loss = _loss(model, x, y, data.vocab_size)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
     return validation_loss(model)
+
+
+def ladder_lr(step: int, steps: int) -> float:
+    """The ladder's learning rate at ``step`` of ``steps``: a half cosine from ``LADDER.lr``
+    down to ``LADDER.min_lr`` (no warm-up: the rungs are small)."""
+    cosine = 0.5 * (1 + math.cos(math.pi * step / steps))
+    return LADDER.min_lr + (LADDER.lr - LADDER.min_lr) * cosine
+
+
+@torch.no_grad()
+def sample_text(model: nn.Module, n_chars: int = 160, seed: int = 0) -> str:
+    """``n_chars`` characters that ``model`` writes after a line break, sampled from its softmax
+    with a seeded generator (the context is cropped to the ladder's ``block_size``).
+
+    Raises:
+        TypeError: ``model`` is not an ``nn.Module``; ``n_chars`` or ``seed`` not an int.
+        ValueError: ``n_chars < 1``; logits of the wrong shape.
+    """
+    check_instance(model, "model", nn.Module, "pass the model itself, e.g. sample_text(model)")
+    n_chars = check_int(n_chars, "n_chars", minimum=1)
+    seed = check_int(seed, "seed")
+    data = ladder_data()
+    model.eval()
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.tensor([data.tokenizer.encode("\n")])  # (1, 1)
+    for _ in range(n_chars):
+        out = model(ids[:, -LADDER.block_size :])
+        logits = out[0] if isinstance(out, tuple) else out
+        _check_logits(logits, ids[:, -LADDER.block_size :], data.vocab_size)
+        probs = torch.softmax(logits[0, -1].float(), dim=-1)  # (V,)
+        ids = torch.cat([ids, torch.multinomial(probs, 1, generator=generator)[None]], dim=1)
+    return data.tokenizer.decode(ids[0, 1:].tolist())
 
 
 @torch.no_grad()
@@ -150,8 +191,15 @@ def recorded_rungs() -> dict[str, dict]:
     return rungs
 
 
-def show_ladder(key: str, label: str, val_loss: float, *, same_budget: bool = True) -> plt.Figure:
-    """Print this notebook's rung and draw the ladder: earlier rungs (committed) and this one.
+def show_ladder(
+    key: str,
+    label: str,
+    val_loss: float,
+    *,
+    same_budget: bool = True,
+    model: nn.Module | None = None,
+) -> plt.Figure:
+    """Print this notebook's rung (and a few lines its model writes) and draw the ladder.
 
     Args:
         key: ``"NN-name"``, NN the notebook that adds the part (e.g. ``"07-one-head"``);
@@ -160,6 +208,10 @@ def show_ladder(key: str, label: str, val_loss: float, *, same_budget: bool = Tr
         val_loss: this rung's validation loss, from :func:`train_briefly` (or a longer run).
         same_budget: False for a rung trained longer than :data:`LADDER` (notebook 12's full
             run); the comparison with the rung before then says so.
+        model: the rung's trained model; when given, :func:`sample_text` prints what it writes.
+
+    The earlier rungs are the learner's own where they ran them (kept in the parts folder by
+    this function), else the course's committed values; the printed line says whose.
 
     Returns:
         The figure (also shown inline).
@@ -172,22 +224,48 @@ def show_ladder(key: str, label: str, val_loss: float, *, same_budget: bool = Tr
     """
     key, label, val_loss = _check_rung(key, label, val_loss)
     rungs = {k: r for k, r in recorded_rungs().items() if k < key}
+    yours = {k: r for k, r in learner_rungs().items() if k < key}
+    rungs.update(yours)
     rungs[key] = {"label": label, "val_loss": val_loss}
     if os.environ.get(WRITE_ENV) == "1":
-        _write_rung(key, label, val_loss)
+        _write_rung(LADDER_DIR, key, label, val_loss)
     elif os.environ.get(CHECK_ENV) == "1" and same_budget:
         _check_against_committed(key, val_loss)
+    _keep_learner_rung(key, label, val_loss)
     print(f"{label}: validation loss {val_loss:.3f} nats/char (ln V = {_ln_vocab():.3f})")
     earlier = [k for k in rungs if k < key]
     if earlier:
         before = rungs[earlier[-1]]
+        whose = "your run" if earlier[-1] in yours else "the course's run"
         change = round(val_loss, 3) - round(before["val_loss"], 3)  # the printed values' difference
         print(
-            f"the rung before ({earlier[-1][:2]}, {before['label']}): {before['val_loss']:.3f}; "
-            f"this model is {abs(change):.3f} {'lower' if change <= 0 else 'higher'} "
+            f"the rung before ({earlier[-1][:2]}, {before['label']}, {whose}): "
+            f"{before['val_loss']:.3f}; this model is {abs(change):.3f} "
+            f"{'lower' if change <= 0 else 'higher'} "
             + ("with the same budget" if same_budget else "after a longer run than the ladder's")
         )
+    if model is not None:
+        lines = sample_text(model).splitlines()[:3]
+        print("it writes:\n" + "\n".join(f"    {line}" for line in lines))
     return _draw(rungs, key)
+
+
+def learner_rungs() -> dict[str, dict]:
+    """The rungs the learner ran, ``{key: {"label", "val_loss", ...}}`` (parts folder)."""
+    rungs = {}
+    for path in sorted((parts_folder() / "ladder").glob("*.json")):
+        try:
+            rungs[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a half-written or unreadable file: the course's value stands in
+    return rungs
+
+
+def _keep_learner_rung(key: str, label: str, val_loss: float) -> None:
+    try:
+        _write_rung(parts_folder() / "ladder", key, label, val_loss)
+    except OSError as error:  # a read-only folder: the rung is shown, not kept
+        print(f"(your rung was not kept for the next notebook: {error})")
 
 
 def _check_rung(key: object, label: object, val_loss: object) -> tuple[str, str, float]:
@@ -216,10 +294,10 @@ def _check_against_committed(key: str, val_loss: float) -> None:
         )
 
 
-def _write_rung(key: str, label: str, val_loss: float) -> None:
-    LADDER_DIR.mkdir(parents=True, exist_ok=True)
+def _write_rung(folder: Path, key: str, label: str, val_loss: float) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
     record = {"label": label, "val_loss": round(val_loss, 6), "notebook": key[:2]}
-    (LADDER_DIR / f"{key}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    (folder / f"{key}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
 def _ln_vocab() -> float:
