@@ -1,14 +1,14 @@
 """The course's solution of the learner's decoder: every part of notebooks 04-11 in one file.
 
 Read top to bottom, this is the whole decoder-only Transformer the learner writes, part by
-part: the sinusoidal table of positions (03), split the heads (04), attention with its causal mask (05-07), merge the heads and
-multi-head attention (08), LayerNorm (09), the feed-forward network (10), the pre-LN block
-and the whole model (11). Each notebook's collapsed solution cell holds exactly the source of
-one def or class below (``tests/test_learner_parts.py`` checks it), and
-:func:`course_utils.lab.parts.my_model` takes the part from here when the learner has not
-written it yet. It computes the same function as :class:`course_utils.model.TinyDecoder`
-with ``positional="sinusoidal"`` and ``dropout=0.0`` (the attribute names match, so the course's
-weights load with ``load_state_dict``).
+part: the sinusoidal table of positions (03), split the heads (04), attention with its causal
+mask (05-07), merge the heads and multi-head attention (08), LayerNorm (09), the feed-forward
+network (10), the pre-LN block and the whole model (11). Each notebook's collapsed solution
+cell holds exactly the source of one def or class below (``tests/test_learner_parts.py`` checks
+it), and :func:`course_utils.lab.parts.my_model` takes the part from here when the learner has
+not written it yet. It computes the same function as :class:`course_utils.model.TinyDecoder`
+with ``positional="sinusoidal"`` and ``dropout=0.0`` (the attribute names match, so the
+course's weights load with ``load_state_dict``).
 
 Sources: Vaswani et al. 2017, "Attention Is All You Need" §3.1-3.4; pre-LN as in GPT-2
 (Radford et al. 2019) and Xiong et al. 2020.
@@ -24,7 +24,7 @@ from torch import nn
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
     pair = torch.arange(d_model // 2, dtype=torch.float32)  # (d_model/2,)
-    angle = position / 10000.0 ** (2 * pair / d_model)  # (max_len, 1) / (d_model/2,) -> (max_len, d_model/2)
+    angle = position / 10000.0 ** (2 * pair / d_model)  # (max_len, 1) / (d_model/2,): broadcast
     table = torch.zeros(max_len, d_model)  # float32
     table[:, 0::2] = torch.sin(angle)  # channels 0, 2, 4, ...
     table[:, 1::2] = torch.cos(angle)  # channels 1, 3, 5, ...
