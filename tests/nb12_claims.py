@@ -48,7 +48,7 @@ def check_size_claim(cells: list[dict], rehearsing: bool) -> dict[str, int]:
     preset = _find(r"device \w+: the '(\w+)' size", printed)[0]
     if rehearsing:
         assert preset == "gpu", printed  # the GPU branch, taken on the CPU
-    assert "learned positions, dropout 0.0" in printed  # the learner's model
+    assert "sinusoidal positions, dropout 0.0" in printed  # the learner's model
     max_iters, batch_size = _find(r"training: (\d+) steps of (\d+) windows", printed)
     eval_interval, eval_iters = _find(r"validation every (\d+) steps on (\d+) batches", printed)
     values = (max_iters, eval_interval, eval_iters, batch_size)
