@@ -203,7 +203,7 @@ def test_attention_names_what_training_and_a_gpu_need(capsys):
     said = {
         through_numpy: ["q and k get no gradient", ".numpy() (line", "goes through NumPy"],
         in_place: ["changes its argument q in place", "write `q = q / math.sqrt(q.shape[-1])`"],
-        cpu_mask: ["torch.ones (line", "on a GPU this stops", "add device=q.device"],
+        cpu_mask: ["torch.ones (line", "on a GPU this stops", "(device=q.device)"],
     }
     for wrong, parts in said.items():
         result, out = verdict(wrong, capsys)

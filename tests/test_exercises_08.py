@@ -293,7 +293,7 @@ class CpuMask(solution.MultiHeadAttention):
         (WithLibrary, ["w_q, w_k, w_v and w_o get no gradient", "autograd off at line"]),
         (Detached, ["x, w_q, w_k and w_v get no gradient", ".detach() (line"]),
         (WithDropout, ["random in train mode", "self.dropout = Dropout(p=0.1)", "no dropout"]),
-        (CpuMask, ["torch.ones (line", "`masked_fill` meets it", "add device=x.device"]),
+        (CpuMask, ["torch.ones (line", "`masked_fill` meets it", "(device=x.device)"]),
     ],
     ids=["copied under no_grad", "detached projections", "dropout", "mask on the CPU"],
 )

@@ -34,8 +34,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from course_utils.exercises.in_training import Prepared, Runner
 from course_utils.exercises.judge import Case, judge, report
+from course_utils.exercises.runner import Prepared, Runner
 
 __all__ = ["ModuleRunner", "judge_module", "random_weights"]
 

@@ -10,9 +10,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import course_utils.exercises.solution_model as solution
-from course_utils.exercises.in_training import Runner
 from course_utils.exercises.judge import Case, judge
 from course_utils.exercises.module_judge import judge_module
+from course_utils.exercises.runner import Runner
 
 
 class _Reference(solution.LayerNorm):

@@ -1,0 +1,111 @@
+"""The cases a checker runs, and running the learner's function on them (for :mod:`.judge`).
+
+:class:`Case` holds one set of arguments, copied fresh for every call; :func:`_run_answer` runs
+the learner's function on a case, wraps what it raises (:class:`_LearnerError`) and notes the
+arguments it changed in place; :class:`Problem` is what a harness returns to report what it
+saw directly.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+
+import torch
+
+from course_utils.exercises.runner import changed_in_place
+
+__all__ = ["Case", "Problem"]
+
+
+class Problem(str):
+    """What a harness (``call``) returns instead of a result when the learner's function did
+    something no comparison can show (a loss returned as a tensor, say): the sentence itself,
+    reported as it is."""
+
+
+class Case:
+    """One set of arguments: ``Case(*args, label=None, **kwargs)``; ``label`` replaces the
+    description built from the arguments (``x of shape (2, 6, 24), eps=1e-06``)."""
+
+    def __init__(self, *args, label: str | None = None, **kwargs) -> None:
+        self.args, self.kwargs, self.label = args, kwargs, label
+
+    def fresh(self) -> tuple[tuple, dict]:
+        """Copies of the arguments, so an answer that edits its inputs harms nothing."""
+        return tuple(_copy(a) for a in self.args), {k: _copy(v) for k, v in self.kwargs.items()}
+
+    def describe(self, names: Sequence[str]) -> str:
+        if self.label:
+            return self.label
+        named = list(zip(names, self.args)) + list(self.kwargs.items())
+        if len(names) < len(self.args):
+            named = [(f"argument {i}", a) for i, a in enumerate(self.args)] + named[len(names) :]
+        return ", ".join(_describe(n, v) for n, v in named)
+
+
+def _copy(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # not copyable: pass it as it is
+        return value
+
+
+def _describe(name: str, value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{name} of shape {tuple(value.shape)}"
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return f"{name}={value!r}"
+    if isinstance(value, (list, tuple)) and len(value) <= 6:
+        return f"{name}={value!r}"
+    return f"{name} ({type(value).__name__})"
+
+
+class _LearnerError(Exception):
+    """The learner's function raised: ``error`` is what it raised."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Options:
+    """What :func:`judge` was given besides the functions (one object to pass along)."""
+
+    def __init__(self, call, axes, tolerance, errors, hint, cases) -> None:
+        self.call, self.axes, self.tolerance = call, axes, tolerance
+        self.errors, self.hint, self.cases = errors, hint, cases
+
+
+def _run(function: Callable, case: Case, call: Callable | None):
+    args, kwargs = case.fresh()
+    return call(function, *args, **kwargs) if call else function(*args, **kwargs)
+
+
+def _run_answer(answer: Callable, case: Case, call: Callable | None, changed: list | None = None):
+    """The learner's result; their exceptions come back wrapped in :class:`_LearnerError`.
+    With ``changed`` (a list), the positions of the arguments the answer changed in place
+    are appended to it."""
+    args, kwargs = case.fresh()
+    before = [_copy(a) for a in args] if changed is not None else []
+    try:
+        result = call(answer, *args, **kwargs) if call else answer(*args, **kwargs)
+    except NotImplementedError:
+        raise
+    except Exception as error:  # anything the learner's code raised is theirs to fix
+        raise _LearnerError(error) from error
+    if changed is not None:
+        changed.extend(i for i, (a, b) in enumerate(zip(args, before)) if changed_in_place(a, b))
+    return result
+
+
+_FAILED = object()
+
+
+def _try(thunk):
+    try:
+        return thunk()
+    except Exception:  # the answer (or a mistake) cannot run on this case
+        return _FAILED
