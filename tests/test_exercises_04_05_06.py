@@ -444,3 +444,29 @@ def test_masked_softmax_names_a_nan_gradient(capsys):
 def test_masked_softmax_rejects(wrong, message, capsys):
     result, out = verdict(check_masked_softmax, wrong, capsys)
     assert result is False and out.startswith("❌ masked_softmax") and message in out, out
+
+
+# --- every catalogued mistake of 04-06 named (issue 42: the catalogue holds each mistake) -----
+
+from checker_verdict import assert_named, catalogue_params  # noqa: E402
+
+from course_utils.exercises.nb04_qkv_and_heads import _SPLIT_HEADS_MISTAKES  # noqa: E402
+from course_utils.exercises.nb05_scores_and_scaling import _SCORES_MISTAKES  # noqa: E402
+from course_utils.exercises.nb06_masking import (  # noqa: E402
+    _CAUSAL_MISTAKES,
+    _MASKED_SOFTMAX_MISTAKES,
+    _PADDING_MISTAKES,
+)
+
+CATALOGUES = [
+    (check_split_heads, _SPLIT_HEADS_MISTAKES),
+    (check_scaled_scores, _SCORES_MISTAKES),
+    (check_causal_mask, _CAUSAL_MISTAKES),
+    (check_padding_mask, _PADDING_MISTAKES),
+    (check_masked_softmax, _MASKED_SOFTMAX_MISTAKES),
+]
+
+
+@pytest.mark.parametrize(("checker", "message", "wrong"), **catalogue_params(CATALOGUES))
+def test_each_catalogued_mistake_is_named(checker, message, wrong, capsys):
+    assert_named(checker, wrong, message, capsys)

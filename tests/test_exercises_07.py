@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from course_utils.exercises import check_stable_softmax, solution_model
 from course_utils.exercises.nb07_softmax_and_weighted_values import (
     _ATTENTION_MISTAKES,
+    STABLE_SOFTMAX_MISTAKES,
     check_attention,
 )
 
@@ -384,3 +385,10 @@ def test_stable_softmax_reports_an_unfinished_stub(capsys):
 
     assert check_stable_softmax(stub) is False
     assert "not implemented yet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("index", range(len(STABLE_SOFTMAX_MISTAKES)))
+def test_stable_softmax_names_each_catalogued_mistake(index, capsys):
+    message, wrong = STABLE_SOFTMAX_MISTAKES[index]
+    assert check_stable_softmax(wrong) is False
+    assert f"looks like {message}" in capsys.readouterr().out

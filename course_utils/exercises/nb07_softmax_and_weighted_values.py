@@ -61,7 +61,9 @@ STABLE_SOFTMAX_MISTAKES = [
     ),
     (
         "the softmax over the queries (dim=-2): it runs over the last axis, the keys",
-        lambda s, t=1.0: torch.softmax(s / t, dim=-2) if s.dim() > 1 else s * math.nan,
+        lambda s, t=1.0: (
+            _stable(s.transpose(-2, -1), t).transpose(-2, -1) if s.dim() > 1 else s * math.nan
+        ),
     ),
     (
         "a conversion to float32: keep the scores' dtype (float64 in, float64 out)",
