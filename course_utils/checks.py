@@ -128,13 +128,17 @@ def check_instance(value: object, name: str, expected: type | tuple, fix: str = 
     """Return ``value`` if it is an instance of ``expected``.
 
     Raises:
-        TypeError: another type; the message names both classes and ``fix``.
+        TypeError: another type; the message names both classes and ``fix`` (for a model
+            whose ``.config`` is what was expected: pass that).
     """
     if isinstance(value, expected):
         return value
     classes = expected if isinstance(expected, tuple) else (expected,)
     wanted = " or ".join(_TORCH_NAMES.get(c, c.__name__) for c in classes)
     article = "an" if wanted[0].lower() in "aeiou" else "a"
+    if isinstance(getattr(value, "config", None), classes) and ".config" not in fix:
+        model_fix = "that is a model, not its config: pass its .config (model.config)"
+        fix = f"{model_fix}; {fix}" if fix else model_fix
     raise TypeError(
         f"{name} must be {article} {wanted}, got {type(value).__name__}"
         + (f"; {fix}" if fix else "")

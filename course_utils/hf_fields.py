@@ -235,6 +235,12 @@ def check_fields(hf_config: object) -> str:
 def _check_model_type(hf_config: object) -> str:
     """``model_type`` if it is a supported one and ``hf_config`` looks like a config."""
     kind = getattr(hf_config, "model_type", None)
+    if callable(getattr(hf_config, "state_dict", None)) and hasattr(hf_config, "config"):
+        raise ValueError(
+            f"hf_config is a {type(hf_config).__name__}, a model, not its configuration: pass "
+            "its .config (config_from_transformers(model.config)), or convert the whole model "
+            "with from_transformers(model)"
+        )
     if kind not in FIELDS or not callable(getattr(hf_config, "to_dict", None)):
         raise ValueError(
             f"model_type must be 'llama', 'qwen3' or 'gpt2' (a LlamaConfig, Qwen3Config or "
@@ -271,6 +277,15 @@ def check_lm_head(hf_model: object, kind: str, tied: bool) -> None:
         f"are no logits to reproduce; pass {wanted} instead, e.g. {wanted}.from_pretrained(name) "
         f"or {wanted}(config): the same model with its head"
     )
+
+
+def check_converted_config(config: object) -> None:
+    """TypeError unless ``config`` is the course's ModernConfig (``transformers``' own config
+    is converted first, with ``config_from_transformers``)."""
+    from course_utils.modern_model import ModernConfig
+
+    fix = "the course's config; from a transformers config: config_from_transformers(hf_config)"
+    check_instance(config, "config", ModernConfig, fix)
 
 
 def check_state_dict(

@@ -49,6 +49,7 @@ import torch
 from torch import nn
 
 from course_utils.checks import check_instance, check_int, check_tensor
+from course_utils.hf_fields import check_converted_config as check_config
 from course_utils.hf_fields import check_fields, check_lm_head, check_state_dict
 from course_utils.modern_model import ModernConfig, ModernDecoder
 from course_utils.rotary import check_rotary_width
@@ -216,10 +217,12 @@ def llama_state_dict(state_dict: dict, config: ModernConfig) -> dict[str, torch.
     """A Llama or Qwen3 state dict under the course's names, q and k rows permuted.
 
     Raises:
+        TypeError: ``config`` not the course's ModernConfig; ``state_dict`` not a dict.
         ValueError: a tensor the config needs is missing, one it does not describe is there
             (e.g. a layer beyond ``n_layers``), or one has another shape; each named, with
             its layer.
     """
+    check_config(config)
     rows = _llama_rows(config)
     expected = {theirs: shape for _, theirs, shape in rows}
     tied = ("lm_head.weight", "model.embed_tokens.weight") if config.tie_embeddings else None
@@ -267,8 +270,11 @@ def gpt2_state_dict(state_dict: dict, config: ModernConfig) -> dict[str, torch.T
     ``lm_head`` when tied).
 
     Raises:
+        TypeError: ``config`` not the course's ModernConfig; ``state_dict`` not a dict.
         ValueError: a missing, extra or misshaped tensor, named with its layer.
     """
+    check_config(config)
+    check_instance(state_dict, "state_dict", dict, "e.g. hf_model.state_dict()")
     sd = {k.removeprefix("transformer."): v for k, v in state_dict.items()}
     tied = ("lm_head.weight", "wte.weight") if config.tie_embeddings else None
     check_state_dict(sd, _gpt2_shapes(config), config, tied=tied, ignored=_GPT2_MASK_BUFFERS)

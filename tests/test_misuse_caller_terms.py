@@ -28,7 +28,9 @@ from course_utils.positional import additive_positions
 from course_utils.rmsnorm import RMSNorm
 from course_utils.rotary import RotaryEmbedding
 from course_utils.swiglu import SwiGLUFeedForward
-from course_utils.training import precision, save_checkpoint
+from course_utils.training import make_optimizer, precision, save_checkpoint
+from course_utils.training.evaluation import eval_seed
+from course_utils.training.model_kinds import build_decoder
 
 CFG = dict(vocab_size=20, block_size=8, d_model=24, n_heads=3, n_layers=1)
 
@@ -334,3 +336,54 @@ def test_additive_positions_names_its_argument_kind():
         ValueError, match=r"^kind must be one of \('sinusoidal', 'learned', 'rope'\)"
     ):
         additive_positions("rotary", 8, 4)
+
+
+# --- a model where a config is expected, elsewhere ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda model: TinyDecoder(model), lambda model: build_decoder(model)],
+    ids=["TinyDecoder", "build_decoder"],
+)
+def test_a_model_passed_as_its_config_is_told_to_pass_its_config(call):
+    pattern = (
+        r"got TinyDecoder; that is a model, not its config: pass its \.config \(model\.config\)"
+    )
+    with pytest.raises(TypeError, match=pattern) as info:
+        call(tiny())
+    assert_raised_in_course_utils(info)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda model: eval_seed(model), lambda model: make_optimizer(model, model)],
+    ids=["eval_seed", "make_optimizer"],
+)
+def test_a_model_passed_as_the_train_config_is_named(call):
+    pattern = r"^config must be a TrainConfig, got TinyDecoder; .*TrainConfig\(batch_size=\.\.\."
+    with pytest.raises(TypeError, match=pattern) as info:
+        call(tiny())
+    assert_raised_in_course_utils(info)
+
+
+def test_transformers_models_and_configs_in_each_others_place():
+    transformers = pytest.importorskip("transformers")
+    from course_utils.hf_weights import config_from_transformers, gpt2_state_dict, llama_state_dict
+
+    torch.manual_seed(0)
+    llama = transformers.LlamaForCausalLM(transformers.LlamaConfig(**_hf_shape()))
+    with pytest.raises(
+        ValueError,
+        match=r"hf_config is a LlamaForCausalLM, a model, not its configuration: pass its \.config",
+    ):
+        config_from_transformers(llama)
+    for convert in (llama_state_dict, gpt2_state_dict):
+        with pytest.raises(
+            TypeError,
+            match=r"must be a ModernConfig, got LlamaConfig; .*config_from_transformers\(hf_config",
+        ) as info:
+            convert(llama.state_dict(), llama.config)
+        assert_raised_in_course_utils(info)
+    converted = llama_state_dict(llama.state_dict(), config_from_transformers(llama.config))
+    assert "token_embedding.weight" in converted

@@ -156,8 +156,11 @@ def benchmark_training(
         :func:`benchmark_table` prints it.
 
     Raises:
-        ValueError: an unknown path or dtype, ``"bfloat16"`` off CUDA (the course's
-            autocast is CUDA-only), or a step count below 1 (below 0 for warm-up).
+        ValueError: an unknown device name, path or dtype, ``"bfloat16"`` off CUDA (the
+            course's autocast is CUDA-only), or a step count below 1 (below 0 for warm-up).
+        TypeError: a ``device`` that is neither a name nor a ``torch.device`` (named as
+            ``device``, with the value).
+        RuntimeError: a CUDA or MPS ``device`` this machine does not have.
     """
     plan = _plan(device, config, variants, warmup_steps, timed_steps, repeats, time_budget)
     log = log or (lambda message: None)

@@ -20,7 +20,13 @@ EVAL_SEED_OFFSET = 1_000_003
 
 
 def eval_seed(config: TrainConfig) -> int:
-    """The seed of the evaluation batches: ``config.seed + EVAL_SEED_OFFSET``."""
+    """The seed of the evaluation batches: ``config.seed + EVAL_SEED_OFFSET``.
+
+    Raises:
+        TypeError: ``config`` is not a TrainConfig (a model, a ModelConfig).
+    """
+    fix = "the run's TrainConfig, e.g. TrainConfig(batch_size=..., max_iters=...)"
+    check_instance(config, "config", TrainConfig, fix)
     return config.seed + EVAL_SEED_OFFSET
 
 
