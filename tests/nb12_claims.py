@@ -84,7 +84,7 @@ def check_plain_loop_claims(cells: list[dict], counts: dict[str, int]) -> None:
 
 def check_precision_claim(cells: list[dict], expected: str) -> None:
     """The cell before train() prints the precision train() uses: ``expected`` (fp32/bf16/fp16)."""
-    printed = code_output(cells, "precision = device_precision(")
+    printed = code_output(cells, ".device_precision(device, train_config)")
     assert f"train() on this machine: {expected}, " in printed, printed[:500]
     assert ("with a gradient scaler" in printed) == (expected == "fp16")
 

@@ -74,7 +74,7 @@ def test_notebook_12_s_first_loop_has_at_most_15_lines_of_code():
         line for line in loop.splitlines() if line.strip() and not line.lstrip().startswith("#")
     ]
     assert len(code) <= 15, "\n".join(code)
-    for step in ("learning_rate(", "get_batch(", "model(x, y)", "zero_grad", "backward()",
+    for step in ("learning_rate_at(", "get_batch(", "model(x, y)", "zero_grad", "backward()",
                  "clip_grad_norm_", "optimizer.step()"):  # fmt: skip
         assert step in loop, step
 
