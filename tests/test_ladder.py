@@ -208,3 +208,38 @@ def test_make_test_holds_a_rung_to_its_committed_value(monkeypatch):
     with pytest.raises(AssertionError, match=r"rung '08-heads'.*make course"):
         ladder.show_ladder("08-heads", "+ heads", committed + 0.05)
     plt.close(ladder.show_ladder("12-full-run", "full run", committed + 0.5, same_budget=False))
+
+
+SEEDS = ladder.LADDER_DIR / "seeds.json"
+
+
+def test_each_rung_is_below_the_one_before_by_more_than_its_seed_spread():
+    """scripts/ladder_seeds.py trains every rung's model three times (seeds 0, 1, 2): the mean of
+    each rung is below the rung before by more than the larger of the two seed spreads."""
+    seeds = json.loads(SEEDS.read_text(encoding="utf-8"))
+    keys = list(seeds)
+    assert keys == sorted(keys) and keys[0] == "00-bigram" and keys[-1] == "11-blocks"
+    for before, key in zip(keys, keys[1:]):
+        a, b = seeds[before]["val_loss"], seeds[key]["val_loss"]
+        assert len(a) == len(b) >= 3
+        spread = max(max(a) - min(a), max(b) - min(b))
+        drop = sum(a) / len(a) - sum(b) / len(b)
+        if key == "11-blocks":  # a second block: lower on average, but within its seeds' spread
+            assert 0 < drop <= spread, f"{key}: {drop:.3f} below {before}, spread {spread:.3f}"
+            continue  # (issue 41 asks for more: open; update this line when it is met)
+        assert drop > spread, f"{key}: {drop:.3f} below {before}, seed spread {spread:.3f}"
+
+
+def test_the_seed_script_checks_its_arguments_first(tmp_path, capsys):
+    from script_loader import load_script
+
+    script = load_script("scripts/ladder_seeds.py", "ladder_seeds_under_test")
+    for argv, said in (
+        (["--seeds", "1"], "at least two different seeds"),
+        (["--steps", "0"], "--steps must be at least 1"),
+        (["--out", str(tmp_path / "no" / "x.json")], "does not exist"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            script.main(argv)
+        out = capsys.readouterr().out
+        assert exit_.value.code == 2 and said in out and len(out.strip().splitlines()) == 1
