@@ -1,4 +1,4 @@
-"""The course's solution of the learner's decoder: every part of notebooks 04-11 in one file.
+"""The course's solution of the learner's decoder: every part of notebooks 03-11 in one file.
 
 Read top to bottom, this is the whole decoder-only Transformer the learner writes, part by
 part: the sinusoidal table of positions (03), split the heads (04), attention with its causal
