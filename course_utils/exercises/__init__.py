@@ -4,7 +4,18 @@ A checker calls the student's function on fixed inputs, compares the result with
 reference, and prints one clear line: a tick when it matches, otherwise what differs (the
 type, the shape, or the largest deviation and where it is). Checkers never raise on a wrong
 answer, so a notebook with an unfinished exercise still runs to the end; they return
-``True`` or ``False``. One module per notebook; :mod:`.core` holds what they share.
+``True`` or ``False``. One module per notebook; what they share:
+
+- :mod:`.judge` (with :mod:`.cases` and :mod:`.naming`): run the answer on many cases beside
+  a reference and a catalogue of named mistakes, and name what is wrong;
+- :mod:`.in_training` (with :mod:`.runner` and :mod:`.watch`): once the values are right,
+  run the part as training does (its inputs left alone, train mode, one backward pass, the
+  gradients of every input and parameter, tensors made on the CPU) and name what breaks;
+- :mod:`.module_judge`: the same for the ``nn.Module`` parts, with the course's weights;
+- :mod:`.sources` and :mod:`.assembly`: a part saved with the helpers it needs, and the
+  learner's assembled decoder judged by the same checkers
+  (:func:`course_utils.lab.parts.my_model`);
+- :mod:`.core` and :mod:`.difference`: the older helpers and the sentence for a difference.
 """
 
 from course_utils.exercises.core import compare, expect_error, run_check

@@ -86,7 +86,9 @@ def judged(sources: dict[str, str], solutions: dict[str, str],
     problem = _decoder_problem(sources, load)
     if problem is None:
         return sources
-    culprits = [n for n in mine if _decoder_problem({**solutions, n: sources[n]}, load)]
+    culprits = mine if len(mine) == 1 else [
+        n for n in mine if _decoder_problem({**solutions, n: sources[n]}, load)
+    ]  # fmt: skip
     for name in culprits or mine:
         print(
             f"{name}: yours passes its own check but not inside the decoder, so the course's "

@@ -77,6 +77,21 @@ class _Options:
     def __init__(self, call, axes, tolerance, errors, hint, cases) -> None:
         self.call, self.axes, self.tolerance = call, axes, tolerance
         self.errors, self.hint, self.cases = errors, hint, cases
+        self.results: dict = {}  # (function, case id, is the answer) -> result or _FAILED
+
+
+def _outcome(function: Callable, case: Case, options: _Options, answer: bool = False):
+    """``function``'s result on ``case`` (run as the learner's with ``answer``), or
+    :data:`_FAILED` when it raises; each is run once per judge call (a harness may train a
+    model: naming a mistake compares the same results many times)."""
+    key = (function, id(case), answer)
+    if key not in options.results:
+        run = _run_answer if answer else _run
+        options.results[key] = _try(lambda: run(function, case, options.call))
+    return options.results[key]
+
+
+_FAILED = object()
 
 
 def _run(function: Callable, case: Case, call: Callable | None):
@@ -99,9 +114,6 @@ def _run_answer(answer: Callable, case: Case, call: Callable | None, changed: li
     if changed is not None:
         changed.extend(i for i, (a, b) in enumerate(zip(args, before)) if changed_in_place(a, b))
     return result
-
-
-_FAILED = object()
 
 
 def _try(thunk):

@@ -87,6 +87,8 @@ def _tuple_difference(answer, expected: tuple, name, axes, tolerance) -> str | N
     ]
     if all(p is None for p in problems):
         return None
+    if len(expected) > 4:  # a harness's report (5! orders and more): not a returned tuple
+        return next(p for p in problems if p is not None)
     for order in itertools.permutations(range(len(expected))):
         if list(order) != sorted(order) and all(
             difference(answer[i], e, "", None, tolerance) is None for i, e in zip(order, expected)

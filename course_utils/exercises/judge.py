@@ -182,6 +182,8 @@ def _verdict(answer, reference, mistakes, names, options: _Options) -> str | Non
             return f"on {case.describe(names)}, {got}"
         if changed:
             return _in_place(answer, case, changed[0], names, options)
+        options.results[(reference, id(case), False)] = expected
+        options.results[(answer, id(case), True)] = got
         problem = difference(got, expected, "the result", options.axes, options.tolerance)
         if problem is None:
             passed.append(case)

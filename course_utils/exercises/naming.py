@@ -10,7 +10,15 @@ import re
 
 import torch
 
-from course_utils.exercises.cases import _FAILED, Case, _Options, _run, _run_answer, _try
+from course_utils.exercises.cases import (
+    _FAILED,
+    Case,
+    _Options,
+    _outcome,
+    _run,
+    _run_answer,
+    _try,
+)
 from course_utils.exercises.difference import difference
 from course_utils.exercises.watch import Watch, rewrite_in_place, storage_of, traceback_line
 
@@ -101,8 +109,7 @@ def _named(got, expected, case: Case, mistakes, reference, names, options) -> st
 def _others(case: Case, reference, options) -> list[tuple]:
     """(case, the answer's result, the right result) for every other case."""
     return [
-        (c, _try(lambda c=c: _run_answer(options.answer, c, options.call)),
-         _try(lambda c=c: _run(reference, c, options.call)))
+        (c, _outcome(options.answer, c, options, answer=True), _outcome(reference, c, options))
         for c in options.cases
         if c is not case
     ]  # fmt: skip
@@ -110,7 +117,7 @@ def _others(case: Case, reference, options) -> list[tuple]:
 
 def _holds(got, case: Case, wrong, options) -> bool:
     """The answer's result on ``case`` is the mistake's (or one of them cannot run there)."""
-    output = _try(lambda: _run(wrong, case, options.call))
+    output = _outcome(wrong, case, options)
     if output is _FAILED or got is _FAILED:
         return True
     return _same(got, output, options)
@@ -119,7 +126,7 @@ def _holds(got, case: Case, wrong, options) -> bool:
 def _fits(got, expected, case: Case, wrong, options) -> bool:
     """``wrong`` runs on ``case``, gives something else than the right output, and the answer
     equals it."""
-    output = _try(lambda: _run(wrong, case, options.call))
+    output = _outcome(wrong, case, options)
     if any(value is _FAILED for value in (output, got, expected)):
         return False
     return not _same(output, expected, options) and _same(got, output, options)

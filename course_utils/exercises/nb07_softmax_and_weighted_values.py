@@ -331,12 +331,13 @@ def check_attention(attention: Callable) -> bool:
     ``(..., T_q, d_v)``, keeping the inputs' dtype. Seven cases vary every argument (module
     docstring of :func:`_attention_cases`). Right in any form: ``@`` or ``einsum``, -inf or
     a large negative fill, ``torch.tril`` or comparisons of positions,
-    ``F.scaled_dot_product_attention``. Names 26 mistakes (:data:`_ATTENTION_MISTAKES`: the
+    ``F.scaled_dot_product_attention``. Names 27 mistakes (:data:`_ATTENTION_MISTAKES`: the
     scale, the softmax's axis, the mask's diagonal, direction and fill, the mask after the
     softmax, the causal argument ignored, what is returned, the dtype) and the errors of a
     product in the wrong order, a mask of a fixed size, a view of a non-contiguous input.
-    When it passes, the learner's source is saved for their decoder
-    (:func:`course_utils.lab.parts.save_part`).
+    Then it runs as training does (:mod:`.in_training`): q, k and v left alone, their
+    gradients compared, a mask made on the CPU named. When it passes, the learner's source is
+    saved for their decoder with the helpers it needs (:func:`course_utils.lab.parts.keep`).
     """
     return judge(
         "attention",

@@ -259,10 +259,12 @@ def check_multi_head_attention(MultiHeadAttention: type) -> bool:  # noqa: N803
 
     Builds it at six sizes (one head, T = 1, d_k = 2 to 15, a non-contiguous input), loads the
     same random weights as the reference (``F.scaled_dot_product_attention`` with
-    ``is_causal=True``) and compares the outputs. Names eleven mistakes: no causal mask, the
+    ``is_causal=True``) and compares the outputs. Names thirteen mistakes: no causal mask, the
     wrong scale (sqrt(d_model), none), softmax over the queries, the diagonal masked, k q^T,
-    one head, no W_o, a merge without the transpose, raw weights without the bias, values
-    from w_k. A renamed attribute (``w_q`` ...) is named before any run.
+    one head, no W_o, a merge without the transpose, raw weights without the bias, biases
+    skipped (some or all), values from w_k. A renamed attribute (``w_q`` ...) or a
+    persistent buffer is named before any run; then the module runs as training does
+    (train mode, the gradients of x and of every projection, a mask made on the CPU).
     """
     return judge_module(
         "MultiHeadAttention", MultiHeadAttention, _Reference, _mha_cases(), _mha_mistakes(),

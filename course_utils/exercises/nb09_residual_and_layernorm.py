@@ -121,9 +121,12 @@ def check_layer_norm(LayerNorm: type) -> bool:  # noqa: N803
 
     Five cases against ``F.layer_norm`` with random weight and bias: C = 24, 4, 7 and 16,
     eps = 1e-5, 1e-2, 0.5 and 1e-3 (so a fixed 1e-5 fails), T = 1, a 2-D input, nearly
-    constant tokens (where eps's place matters) and a non-contiguous input. Names nine
-    mistakes: x.std() + eps, the unbiased variance, eps outside the root, a fixed eps, no
-    weight and bias, statistics over time, batch or (T, C), no mean subtracted.
+    constant tokens (where eps's place matters) and a non-contiguous input. Names fourteen
+    mistakes: x.std() + eps, the unbiased variance, eps outside the root, eps fixed at 1e-5
+    or 1e-6, no weight and bias, statistics over time, batch, (T, C) or the whole tensor, no
+    mean subtracted, the weight applied before centring, the bias before normalising,
+    (weight + bias) * x_hat. Then the module runs as training does: detached statistics,
+    an in-place centring or randomness in train mode are named.
     """
     return judge_module(
         "LayerNorm", LayerNorm, _Reference, _layer_norm_cases(), _LAYER_NORM_MISTAKES,

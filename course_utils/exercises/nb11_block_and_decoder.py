@@ -157,12 +157,15 @@ def check_block(Block: type) -> bool:  # noqa: N803
     feed_forward``): the pre-LN decoder block, ``x = x + attention(ln_1(x))`` then
     ``x = x + feed_forward(ln_2(x))`` (GPT-2; Xiong et al. 2020).
 
-    First runs its sublayers (the learner's LayerNorm, MultiHeadAttention and FeedForward)
-    alone and names a wrong one. Then four cases against the course's ``DecoderBlock`` with
+    First runs each sublayer's class through its own checker (the learner's LayerNorm,
+    MultiHeadAttention and FeedForward: the LayerNorm checker's nearly constant tokens show
+    eps outside the root, which a block's input hides) and names a wrong one; then each
+    sublayer as built inside the block. Then four cases against the course's ``DecoderBlock`` with
     the same random weights: (C, h, d_ff) = (24, 3, 96), (12, 1, 20) one head, (16, 4, 64)
     with T = 1, (20, 2, 40). Names eight mistakes: post-LN, either residual missing, the
     normalised copy on the residual path, a parallel block, the FFN first, ln_1 twice, no
-    LayerNorm.
+    LayerNorm. Then the block runs as training does: ``x += ...`` on the residual (the
+    caller's x changed, backward broken) and dropout are named.
     """
     mistakes = [(message, _block_mistake(order)) for message, order in _BLOCK_MISTAKES]
     return judge_module(
@@ -329,10 +332,12 @@ def check_decoder(Decoder: type) -> bool:  # noqa: N803
     (84, 16, 24, 3, 2, 96); (11, 8, 12, 1, 1, 20) with T = block_size; (30, 10, 16, 4, 3, 64)
     with T = 1 and no targets (loss None); (50, 12, 20, 2, 2, 40). Checks first that the
     head is tied, that the blocks are distinct, and that blocks[0] and final_norm (the
-    learner's Block and LayerNorm) are right. Names ten mistakes: the sqrt(d_model) scale
-    missing or divided, no positions, positions scaled, no final norm, blocks not chained,
-    a summed loss, a loss against the input ids, targets shifted again, a loss on
-    probabilities; and the whole position table added.
+    learner's Block and LayerNorm, through their own checkers) are right. Names ten
+    mistakes: the sqrt(d_model) scale missing or divided, no positions, positions scaled, no
+    final norm, blocks not chained, a summed loss, a loss against the input ids, targets
+    shifted again, a loss on probabilities; and the whole position table added. Then the
+    model runs as training does: the gradient of every parameter compared by name, dropout,
+    and a table made on the CPU or kept as a plain attribute (not a buffer) are named.
     """
     mistakes = [(message, _decoder_mistake(**change)) for message, change in _DECODER_MISTAKES]
     return judge_module(
