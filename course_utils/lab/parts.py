@@ -1,17 +1,22 @@
 """The learner's decoder, part by part: saved when an exercise passes, assembled in one file.
 
-The exercises of notebooks 04-11 are the parts of one decoder (:data:`PARTS`). When a part's
-checker passes, it calls :func:`save_part`, which keeps the learner's source in
-``my_model/<name>.py`` beside the notebook (the folder named by the environment variable
-``COURSE_MY_MODEL``, if set). :func:`my_model` assembles every part in one file,
-``my_model/my_model.py`` (imports, then the parts in the order of the course), imports it and
-returns it; a part the learner has not written yet is taken from the course's solution
-(:mod:`course_utils.exercises.solution_model`), with one line saying so. The assembled model
-is then checked against the course's solution with the same weights; a part that makes it
-differ is named and replaced by the solution, so notebook 12 always trains a working model.
+The exercises of notebooks 03-11 are the parts of one decoder (:data:`PARTS`). A part's
+checker calls :func:`keep` with its verdict: a pass saves the learner's source, with the
+helpers it reads from other cells (:func:`course_utils.exercises.sources.with_helpers`), in
+``my_model/<name>.py`` (the folder named by the environment variable ``COURSE_MY_MODEL``, if
+set) and the checker's line says where; a part needing a global that cannot be saved fails at
+once, with its name; a failure marks the part (``<name>.failed``), so that :func:`my_parts`
+and :func:`my_model` no longer call the saved copy "yours", and the line says which version
+they use meanwhile (the last that passed, or the course's). :func:`my_model` assembles every
+part in one file, ``my_model/my_model.py`` (imports, then the parts in the order of the
+course), a part the learner has not written yet taken from the course's solution
+(:mod:`course_utils.exercises.solution_model`); it then judges each of the learner's parts
+inside that file with its own checker, and the decoder with notebook 11's
+(:mod:`course_utils.exercises.assembly`), and replaces a part that fails by the solution,
+naming what was found, so notebook 12 always trains a working model.
 
-In Colab every notebook runs on its own machine, so parts saved in one notebook are not there
-in the next unless ``COURSE_MY_MODEL`` names a folder on a mounted Google Drive.
+In Colab every notebook runs on its own machine: :func:`keep_parts_on_drive`, run at the top
+of each notebook, keeps the parts folder on the learner's Google Drive (with their consent).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from course_utils.exercises.sources import MissingHelper, source_of, with_helper
 
 #: The learner's parts in the order the decoder file defines them, and the notebook of each.
 PARTS = {
+    "sinusoidal_table": "03",
     "split_heads": "04",
     "attention": "07",
     "merge_heads": "08",
@@ -40,7 +46,7 @@ PARTS = {
     "Decoder": "11",
 }
 FOLDER_ENV = "COURSE_MY_MODEL"
-HEADER = '''"""My decoder-only Transformer: the parts of notebooks 04-11 in one file, each marked as
+HEADER = '''"""My decoder-only Transformer: the parts of notebooks 03-11 in one file, each marked as
 mine or as the course's solution (for a part I skipped)."""
 
 import math
@@ -137,7 +143,7 @@ def save_part(answer: object) -> Path | None:
     return parts_folder() / f"{name}.py" if note else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def solution_source(name: str) -> str:
     """The course's solution of part ``name`` (its def or class, as in the solution file)."""
     return source_of(getattr(solution_model, name))
