@@ -63,7 +63,7 @@ NAMED = (
     "NaN", "is a bool mask", "is None", "is not right yet", "uses `", "items, expected",
     "in another order", "it runs the library", "it joins the heads", "integer dtype",
     "float dtype", "is the float", "depends on self.training", "does not parse",
-    "your function takes",
+    "your function takes", "neither an id", "as a buffer",
 )  # fmt: skip
 
 

@@ -12,59 +12,37 @@ in train mode, an exception with its line.
 
 from __future__ import annotations
 
-import contextlib
-import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-__all__ = ["CHECKERS", "QUIET", "judged", "part_problem", "quietly"]
+from course_utils.exercises.keeping import quiet_verdict
+from course_utils.exercises.nb03_positional_encoding import check_sinusoidal_table
+from course_utils.exercises.nb04_qkv_and_heads import check_split_heads
+from course_utils.exercises.nb07_softmax_and_weighted_values import check_attention
+from course_utils.exercises.nb08_concat_and_w_o import check_merge_heads, check_multi_head_attention
+from course_utils.exercises.nb09_residual_and_layernorm import check_layer_norm
+from course_utils.exercises.nb10_feed_forward import check_feed_forward
+from course_utils.exercises.nb11_block_and_decoder import check_block, check_decoder
 
-#: The checker of each part (a name in :mod:`course_utils.exercises`).
+__all__ = ["CHECKERS", "judged", "part_problem"]
+
+#: The checker of each part.
 CHECKERS = {
-    "sinusoidal_table": "check_sinusoidal_table",
-    "split_heads": "check_split_heads",
-    "attention": "check_attention",
-    "merge_heads": "check_merge_heads",
-    "MultiHeadAttention": "check_multi_head_attention",
-    "LayerNorm": "check_layer_norm",
-    "FeedForward": "check_feed_forward",
-    "Block": "check_block",
-    "Decoder": "check_decoder",
+    "sinusoidal_table": check_sinusoidal_table,
+    "split_heads": check_split_heads,
+    "attention": check_attention,
+    "merge_heads": check_merge_heads,
+    "MultiHeadAttention": check_multi_head_attention,
+    "LayerNorm": check_layer_norm,
+    "FeedForward": check_feed_forward,
+    "Block": check_block,
+    "Decoder": check_decoder,
 }
-
-#: True inside :func:`quietly`: checkers save nothing and mark nothing.
-QUIET = False
-
-
-@contextlib.contextmanager
-def quietly() -> Iterator[io.StringIO]:
-    """Run checkers without printing (what they print is in the yielded buffer) and without
-    saving or marking any part."""
-    global QUIET
-    before, QUIET = QUIET, True
-    buffer = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(buffer):
-            yield buffer
-    finally:
-        QUIET = before
 
 
 def part_problem(name: str, part: object) -> str | None:
-    """What part ``name``'s checker says of ``part`` (None when it passes, or when the
-    checker itself fails: that is never the learner's)."""
-    import course_utils.exercises as exercises
-
-    if name not in CHECKERS:
-        return None
-    checker = getattr(exercises, CHECKERS[name])
-    with quietly() as printed:
-        passed = checker(part)
-    if passed:
-        return None
-    line = next((x for x in printed.getvalue().splitlines() if x.startswith("❌")), "")
-    if "checker itself failed" in line or ": " not in line:
-        return None
-    return line.split(": ", 1)[1]
+    """What part ``name``'s checker says of ``part``, run quietly (None when it passes, when
+    the checker itself fails, or for a part without a checker)."""
+    return quiet_verdict(CHECKERS[name], part) if name in CHECKERS else None
 
 
 def judged(sources: dict[str, str], solutions: dict[str, str],

@@ -26,7 +26,7 @@ Writing a checker (the whole API; see nb15_todays_decoder.py for a short example
   a :class:`Problem` (a str) to report what it saw directly.
 
 - ``part``: the answer is a part of the learner's decoder: a pass saves it (and says where),
-  a failure says which version the model uses meanwhile (:func:`course_utils.lab.parts.keep`).
+  a failure says which version the model uses meanwhile (:func:`.keeping.keep`).
 - ``trains``: once every case matches, run the stage of :mod:`.in_training` (inputs left
   alone, the result in train mode, one backward pass, gradients compared); ``runner`` prepares
   each call there (a :class:`.in_training.Runner`, the default, or the module judge's). Every
@@ -58,6 +58,7 @@ from course_utils.exercises.cases import (
 from course_utils.exercises.core import _not_a_function
 from course_utils.exercises.difference import Tolerance, difference
 from course_utils.exercises.in_training import Runner, device_problem, training_problem
+from course_utils.exercises.keeping import keep
 from course_utils.exercises.naming import (
     _in_place,
     _learner_error,
@@ -114,12 +115,10 @@ def judge(
 
 def report(title: str, answer, problem: str | None, part: bool = False) -> bool:
     """Print the verdict line (``✅ title: correct`` or ``❌ title: problem``) and return
-    whether it passed; for a ``part``, :func:`course_utils.lab.parts.keep` saves it or says
-    which version the model uses meanwhile, in the same line."""
+    whether it passed; for a ``part``, :func:`.keeping.keep` saves it or says which version
+    the model uses meanwhile, in the same line."""
     note = ""
     if part:
-        from course_utils.lab.parts import keep
-
         problem, note = keep(answer, problem)
     if problem is None:
         print(f"✅ {title}: correct{note}")

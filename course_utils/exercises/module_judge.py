@@ -11,7 +11,7 @@ attribute is named; a registered buffer is told apart from a parameter). After e
 matches in eval mode, :mod:`.in_training` runs it as training does: in train mode, one
 backward pass with every parameter's gradient compared by name, the input left alone, and
 on the meta device. A part that passes is saved for the learner's model
-(:func:`course_utils.lab.parts.keep`), and the line says where.
+(:func:`course_utils.exercises.keeping.keep`), and the line says where.
 
 Writing a checker::
 

@@ -73,7 +73,7 @@ def check_sinusoidal_table(fn: Callable[[int, int], torch.Tensor]) -> bool:
     The answer must be ``(max_len, d_model)`` with ``PE[pos, 2i] = sin(pos / 10000^(2i/d))``
     and ``PE[pos, 2i+1] = cos(...)``. Five sizes vary both arguments: (50, 24), (7, 10),
     (1, 2), (13, 6) and (3, 64). Names each mistake of :data:`TABLE_MISTAKES`. A table that
-    passes is saved as a part of the learner's decoder (:func:`course_utils.lab.parts.keep`).
+    passes is saved as a part of the learner's decoder (:func:`.keeping.keep`).
     """
     cases = [Case(50, 24), Case(7, 10), Case(1, 2), Case(13, 6), Case(3, 64)]
     return judge(

@@ -337,7 +337,7 @@ def check_attention(attention: Callable) -> bool:
     product in the wrong order, a mask of a fixed size, a view of a non-contiguous input.
     Then it runs as training does (:mod:`.in_training`): q, k and v left alone, their
     gradients compared, a mask made on the CPU named. When it passes, the learner's source is
-    saved for their decoder with the helpers it needs (:func:`course_utils.lab.parts.keep`).
+    saved for their decoder with the helpers it needs (:func:`course_utils.exercises.keeping.keep`).
     """
     return judge(
         "attention",

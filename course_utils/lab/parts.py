@@ -21,7 +21,6 @@ of each notebook, keeps the parts folder on the learner's Google Drive (with the
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import linecache
 import os
@@ -30,22 +29,20 @@ import tempfile
 import types
 from pathlib import Path
 
-import course_utils.exercises.solution_model as solution_model
-from course_utils.exercises.sources import MissingHelper, source_of, with_helpers
+from course_utils.exercises.assembly import judged
+from course_utils.exercises.keeping import (  # noqa: F401 (this module's API, kept here too)
+    FOLDER_ENV,
+    PARTS,
+    _failed_path,
+    _is_solution,
+    _mine,
+    _saved,
+    keep,
+    parts_folder,
+    save_part,
+    solution_source,
+)
 
-#: The learner's parts in the order the decoder file defines them, and the notebook of each.
-PARTS = {
-    "sinusoidal_table": "03",
-    "split_heads": "04",
-    "attention": "07",
-    "merge_heads": "08",
-    "MultiHeadAttention": "08",
-    "LayerNorm": "09",
-    "FeedForward": "10",
-    "Block": "11",
-    "Decoder": "11",
-}
-FOLDER_ENV = "COURSE_MY_MODEL"
 HEADER = '''"""My decoder-only Transformer: the parts of notebooks 03-11 in one file, each marked as
 mine or as the course's solution (for a part I skipped)."""
 
@@ -57,98 +54,6 @@ from torch import nn
 '''
 
 
-def parts_folder() -> Path:
-    """Where the learner's parts are kept: ``$COURSE_MY_MODEL``, else ``./my_model``."""
-    return Path(os.environ.get(FOLDER_ENV) or "my_model")
-
-
-def _provided() -> set[str]:
-    """Names the assembled file defines for every part: its imports and the parts."""
-    return {"math", "torch", "F", "nn", *PARTS}
-
-
-def keep(answer: object, problem: str | None) -> tuple[str | None, str]:
-    """What a checker's verdict on a part means for the learner's model, as (the problem,
-    now or still; a note for the verdict line). Called by the checkers (``judge(part=True)``).
-
-    A pass saves the part with the helpers it needs from other cells (the note says where);
-    one needing a global that cannot be saved fails here, with the name
-    (:func:`course_utils.exercises.sources.with_helpers`). A failure other than "not
-    implemented yet" marks the part as failing, so :func:`my_parts` and :func:`my_model` no
-    longer call the saved copy "yours"; the note says which version they use meanwhile. The
-    course's solution (a solution cell under *Run All*) is never saved and changes nothing.
-    Never raises; does nothing inside :func:`course_utils.exercises.assembly.quietly`.
-    """
-    from course_utils.exercises import assembly
-
-    name = getattr(answer, "__name__", None)
-    if name not in PARTS or assembly.QUIET:
-        return problem, ""
-    if problem is None:
-        try:
-            source, helpers = with_helpers(answer, _provided())
-        except MissingHelper as error:
-            problem = str(error)
-        except (OSError, TypeError, ValueError, SyntaxError) as error:
-            return None, f" (but it could not be saved for my_model: {error})"
-        else:
-            return None, _save(name, source, helpers)
-    if problem != "not implemented yet":
-        _write(_failed_path(name), problem)
-    if _mine(name):
-        return problem, (
-            f". Until it passes, my_parts and my_model use your last {name} that passed "
-            f"({parts_folder() / (name + '.py')})"
-        )
-    if problem == "not implemented yet":
-        return problem, ""
-    return problem, f". Until it passes, my_parts and my_model use the course's {name}"
-
-
-def _save(name: str, source: str, helpers: list[str]) -> str:
-    if _is_solution(name, source):
-        return ""  # a solution cell (Run All runs them too): keep the learner's own part
-    path = parts_folder() / f"{name}.py"
-    try:
-        _write(path, source)
-        _failed_path(name).unlink(missing_ok=True)
-    except OSError as error:
-        return f" (but it could not be saved for my_model: {error})"
-    with_them = f", with {', '.join(helpers)}" if helpers else ""
-    return f" (saved for my_parts and my_model as {path}{with_them})"
-
-
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_suffix(f".{os.getpid()}.tmp")
-    scratch.write_text(text, encoding="utf-8")
-    scratch.replace(path)  # atomic: a notebook reading the part never sees half of it
-
-
-def _failed_path(name: str) -> Path:
-    return parts_folder() / f"{name}.failed"
-
-
-def save_part(answer: object) -> Path | None:
-    """Save a part as a passing checker does (:func:`keep`) and return the file written; None
-    when ``answer`` is not one of :data:`PARTS`, is the course's solution, or cannot be saved
-    (said in one line). Never raises."""
-    name = getattr(answer, "__name__", None)
-    if name not in PARTS:
-        return None
-    problem, note = keep(answer, None)
-    if problem is not None or "could not be saved" in note:
-        print(f"(your {name} passed, but could not be saved for my_model: {problem or note})")
-        return None
-    return parts_folder() / f"{name}.py" if note else None
-
-
-@functools.cache
-def solution_source(name: str) -> str:
-    """The course's solution of part ``name`` (its def or class, as in the solution file)."""
-    return source_of(getattr(solution_model, name))
-
-
 def _choose_sources(verbose: bool) -> dict[str, str]:
     """Each part's source: the learner's saved one, or the course's solution (said in a line)."""
     sources = {}
@@ -157,11 +62,6 @@ def _choose_sources(verbose: bool) -> dict[str, str]:
         if verbose:
             print(f"{name:<19} notebook {notebook}: {_whose(name)}")
     return sources
-
-
-def _mine(name: str) -> bool:
-    saved = _saved(name)
-    return saved is not None and not _is_solution(name, saved)
 
 
 def _whose(name: str) -> str:
@@ -176,10 +76,6 @@ def _whose(name: str) -> str:
     return "the course's solution"
 
 
-def _is_solution(name: str, source: str) -> bool:
-    return source.strip() == solution_source(name).strip()
-
-
 def assemble(sources: dict[str, str]) -> str:
     """One file: the header's imports, then every part's source in :data:`PARTS` order."""
     return _assemble(sources, list(PARTS))
@@ -191,12 +87,6 @@ def _assemble(sources: dict[str, str], names: list[str]) -> str:
         whose = "the course's solution" if _is_solution(name, sources[name]) else "mine"
         blocks.append(f"\n\n# notebook {PARTS[name]}: {whose}\n{sources[name].strip()}\n")
     return HEADER + "".join(blocks)
-
-
-def _saved(name: str) -> str | None:
-    """The learner's saved source of part ``name``, or None."""
-    path = parts_folder() / f"{name}.py"
-    return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
 def _load(text: str, path: Path, module_name: str = "my_model") -> types.ModuleType:
@@ -226,8 +116,6 @@ def my_model(verbose: bool = True) -> types.ModuleType:
         ``attention``, ``merge_heads``, ``MultiHeadAttention``, ``LayerNorm``, ``FeedForward``,
         ``Block`` and ``Decoder``.
     """
-    from course_utils.exercises.assembly import judged
-
     sources = _choose_sources(verbose)
     path = parts_folder() / "my_model.py"
     sources = judged(sources, {n: solution_source(n) for n in PARTS}, _trial_load)

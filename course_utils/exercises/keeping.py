@@ -1,0 +1,175 @@
+"""Keeping the learner's parts: where they are saved, which version is the learner's, and
+running a checker quietly.
+
+The checkers call :func:`keep` with their verdict on a part (``judge(part=True)``); a pass
+saves the part's source, with the helpers it needs from other cells, as ``<name>.py`` in
+:func:`parts_folder`, and a failure marks it (``<name>.failed``).
+:func:`course_utils.lab.parts.my_parts` and :func:`~course_utils.lab.parts.my_model` read
+them. :func:`quietly` runs checkers without printing and without saving or marking anything
+(the assembly judges the learner's parts with them). This module imports no checker, so the
+checkers and the assembly can both import it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import course_utils.exercises.solution_model as solution_model
+from course_utils.exercises.sources import MissingHelper, source_of, with_helpers
+
+__all__ = ["FOLDER_ENV", "PARTS", "keep", "parts_folder", "quietly", "quiet_verdict"]
+
+#: The learner's parts in the order the decoder file defines them, and the notebook of each.
+PARTS = {
+    "sinusoidal_table": "03",
+    "split_heads": "04",
+    "attention": "07",
+    "merge_heads": "08",
+    "MultiHeadAttention": "08",
+    "LayerNorm": "09",
+    "FeedForward": "10",
+    "Block": "11",
+    "Decoder": "11",
+}
+FOLDER_ENV = "COURSE_MY_MODEL"
+
+
+def parts_folder() -> Path:
+    """Where the learner's parts are kept: ``$COURSE_MY_MODEL``, else ``./my_model``."""
+    return Path(os.environ.get(FOLDER_ENV) or "my_model")
+
+
+def _provided() -> set[str]:
+    """Names the assembled file defines for every part: its imports and the parts."""
+    return {"math", "torch", "F", "nn", *PARTS}
+
+
+def keep(answer: object, problem: str | None) -> tuple[str | None, str]:
+    """What a checker's verdict on a part means for the learner's model, as (the problem,
+    now or still; a note for the verdict line). Called by the checkers (``judge(part=True)``).
+
+    A pass saves the part with the helpers it needs from other cells (the note says where);
+    one needing a global that cannot be saved fails here, with the name
+    (:func:`course_utils.exercises.sources.with_helpers`). A failure other than "not
+    implemented yet" marks the part as failing, so :func:`my_parts` and :func:`my_model` no
+    longer call the saved copy "yours"; the note says which version they use meanwhile. The
+    course's solution (a solution cell under *Run All*) is never saved and changes nothing.
+    Never raises; does nothing inside :func:`quietly`.
+    """
+    name = getattr(answer, "__name__", None)
+    if name not in PARTS or QUIET:
+        return problem, ""
+    if problem is None:
+        try:
+            source, helpers = with_helpers(answer, _provided())
+        except MissingHelper as error:
+            problem = str(error)
+        except (OSError, TypeError, ValueError, SyntaxError) as error:
+            return None, f" (but it could not be saved for my_model: {error})"
+        else:
+            return None, _save(name, source, helpers)
+    if problem != "not implemented yet":
+        _write(_failed_path(name), problem)
+    if _mine(name):
+        return problem, (
+            f". Until it passes, my_parts and my_model use your last {name} that passed "
+            f"({parts_folder() / (name + '.py')})"
+        )
+    if problem == "not implemented yet":
+        return problem, ""
+    return problem, f". Until it passes, my_parts and my_model use the course's {name}"
+
+
+def _save(name: str, source: str, helpers: list[str]) -> str:
+    if _is_solution(name, source):
+        return ""  # a solution cell (Run All runs them too): keep the learner's own part
+    path = parts_folder() / f"{name}.py"
+    try:
+        _write(path, source)
+        _failed_path(name).unlink(missing_ok=True)
+    except OSError as error:
+        return f" (but it could not be saved for my_model: {error})"
+    with_them = f", with {', '.join(helpers)}" if helpers else ""
+    return f" (saved for my_parts and my_model as {path}{with_them})"
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_suffix(f".{os.getpid()}.tmp")
+    scratch.write_text(text, encoding="utf-8")
+    scratch.replace(path)  # atomic: a notebook reading the part never sees half of it
+
+
+def _failed_path(name: str) -> Path:
+    return parts_folder() / f"{name}.failed"
+
+
+def save_part(answer: object) -> Path | None:
+    """Save a part as a passing checker does (:func:`keep`) and return the file written; None
+    when ``answer`` is not one of :data:`PARTS`, is the course's solution, or cannot be saved
+    (said in one line). Never raises."""
+    name = getattr(answer, "__name__", None)
+    if name not in PARTS:
+        return None
+    problem, note = keep(answer, None)
+    if problem is not None or "could not be saved" in note:
+        print(f"(your {name} passed, but could not be saved for my_model: {problem or note})")
+        return None
+    return parts_folder() / f"{name}.py" if note else None
+
+
+@functools.cache
+def solution_source(name: str) -> str:
+    """The course's solution of part ``name`` (its def or class, as in the solution file)."""
+    return source_of(getattr(solution_model, name))
+
+
+def _mine(name: str) -> bool:
+    saved = _saved(name)
+    return saved is not None and not _is_solution(name, saved)
+
+
+def _is_solution(name: str, source: str) -> bool:
+    return source.strip() == solution_source(name).strip()
+
+
+def _saved(name: str) -> str | None:
+    """The learner's saved source of part ``name``, or None."""
+    path = parts_folder() / f"{name}.py"
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+#: True inside :func:`quietly`: checkers save nothing and mark nothing.
+QUIET = False
+
+
+@contextlib.contextmanager
+def quietly() -> Iterator[io.StringIO]:
+    """Run checkers without printing (what they print is in the yielded buffer) and without
+    saving or marking any part."""
+    global QUIET
+    before, QUIET = QUIET, True
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer):
+            yield buffer
+    finally:
+        QUIET = before
+
+
+def quiet_verdict(checker: Callable, part: object) -> str | None:
+    """What ``checker`` says of ``part``, run :func:`quietly`: None when it passes, or when
+    the checker itself fails (that is never the learner's), else its reason."""
+    with quietly() as printed:
+        passed = checker(part)
+    if passed:
+        return None
+    line = next((x for x in printed.getvalue().splitlines() if x.startswith("❌")), "")
+    if "checker itself failed" in line or ": " not in line:
+        return None
+    return line.split(": ", 1)[1]
