@@ -314,7 +314,7 @@ def step_right(model, optimizer, x, y, lr, grad_clip):
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
-    return float(loss)
+    return float(loss.detach())
 
 
 def step_clip_each(model, optimizer, x, y, lr, grad_clip):
