@@ -8,16 +8,14 @@ deeper cell defines: each notebook is executed here with its deeper part removed
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from notebook_runner import execute_or_fail  # noqa: E402
 from script_loader import load_script  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,16 +69,4 @@ def test_each_core_runs_without_its_deeper_part(path, tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv("COURSE_CHECK_LADDER", raising=False)
     monkeypatch.delenv("COURSE_WRITE_LADDER", raising=False)
-    notebook = core_only(path)
-    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}})  # fmt: skip
-    try:
-        client.execute()
-    except CellExecutionError as error:
-        failed = next(
-            (i for i, c in enumerate(notebook.cells)
-             if any(o.get("output_type") == "error" for o in c.get("outputs", []))),
-            "?",
-        )  # fmt: skip
-        said = re.sub(r"\x1b\[[0-9;]*m", "", str(error).strip().splitlines()[-1])[:300]
-        pytest.fail(f"{path.name} without its deeper part: cell {failed} failed: {said}")
+    execute_or_fail(core_only(path), tmp_path, f"{path.name} without its deeper part", 600)

@@ -10,19 +10,17 @@ checked against their own printed numbers (tests/nb12_claims.py).
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
 
 from course_utils.lab.rehearsal import REHEARSAL_ENV, REHEARSAL_MODES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nb12_claims  # noqa: E402
+from notebook_runner import execute_or_fail  # noqa: E402
 from script_loader import load_script  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,23 +37,7 @@ def _execute(path: Path, mode: str, workdir: Path, monkeypatch) -> nbformat.Note
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(
-        notebook,
-        timeout=300,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(workdir)}},
-    )
-    try:
-        client.execute()
-    except CellExecutionError as error:
-        failed = next(
-            (i for i, c in enumerate(notebook.cells)
-             if any(o.get("output_type") == "error" for o in c.get("outputs", []))),
-            "?",
-        )  # fmt: skip
-        first_line = re.sub(r"\x1b\[[0-9;]*m", "", str(error).strip().splitlines()[-1])[:300]
-        pytest.fail(f"{path.name} with {REHEARSAL_ENV}={mode}: cell {failed} failed: {first_line}")
-    return notebook
+    return execute_or_fail(notebook, workdir, f"{path.name} with {REHEARSAL_ENV}={mode}")
 
 
 @pytest.mark.parametrize(
