@@ -8,12 +8,11 @@ saw directly.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 
 import torch
 
-from course_utils.exercises.runner import changed_in_place
+from course_utils.exercises.runner import changed_in_place, copies, copy_value
 
 __all__ = ["Case", "Problem"]
 
@@ -33,7 +32,7 @@ class Case:
 
     def fresh(self) -> tuple[tuple, dict]:
         """Copies of the arguments, so an answer that edits its inputs harms nothing."""
-        return tuple(_copy(a) for a in self.args), {k: _copy(v) for k, v in self.kwargs.items()}
+        return copies(self.args, self.kwargs)
 
     def describe(self, names: Sequence[str]) -> str:
         if self.label:
@@ -42,15 +41,6 @@ class Case:
         if len(names) < len(self.args):
             named = [(f"argument {i}", a) for i, a in enumerate(self.args)] + named[len(names) :]
         return ", ".join(_describe(n, v) for n, v in named)
-
-
-def _copy(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    try:
-        return copy.deepcopy(value)
-    except Exception:  # not copyable: pass it as it is
-        return value
 
 
 def _describe(name: str, value) -> str:
@@ -104,7 +94,7 @@ def _run_answer(answer: Callable, case: Case, call: Callable | None, changed: li
     With ``changed`` (a list), the positions of the arguments the answer changed in place
     are appended to it."""
     args, kwargs = case.fresh()
-    before = [_copy(a) for a in args] if changed is not None else []
+    before = [copy_value(a) for a in args] if changed is not None else []
     try:
         result = call(answer, *args, **kwargs) if call else answer(*args, **kwargs)
     except NotImplementedError:

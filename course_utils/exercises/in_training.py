@@ -34,11 +34,11 @@ from course_utils.exercises.difference import Tolerance, difference
 from course_utils.exercises.runner import (
     Prepared,
     Runner,
-    _copies,
     _floats,
     _ints,
     _plain,
     changed_in_place,
+    copies,
 )
 from course_utils.exercises.watch import Event, Watch, rewrite_in_place, storage_of, traceback_line
 
@@ -176,7 +176,7 @@ def _randomness(runner, answer, args, kwargs, first, watch: Watch, prepared: Pre
     """Why the result in train mode differs (``gap``): random (dropout named), or not."""
     with torch.random.fork_rng(devices=[]):
         torch.default_generator.manual_seed(1)
-        again = runner.prepare(answer, *_copies(args, kwargs)).thunk()
+        again = runner.prepare(answer, *copies(args, kwargs)).thunk()
     random = difference(_plain(again), _plain(first), "a second run") is not None
     training = "in train mode" if runner.kind == "module" else "with gradients on"
     if not random:
@@ -205,11 +205,11 @@ def _randomness(runner, answer, args, kwargs, first, watch: Watch, prepared: Pre
 def _case_problem(runner, answer, reference, args, kwargs, axes, tolerance) -> str | None:
     with torch.random.fork_rng(devices=[]):
         torch.default_generator.manual_seed(0)
-        ref = runner.prepare(reference, *_copies(args, kwargs))
+        ref = runner.prepare(reference, *copies(args, kwargs))
         expected = ref.thunk()
     with torch.random.fork_rng(devices=[]):
         torch.default_generator.manual_seed(0)
-        mine = runner.prepare(answer, *_copies(args, kwargs))
+        mine = runner.prepare(answer, *copies(args, kwargs))
         with Watch(devices=True, origins=mine.origins) as watch:
             try:
                 got = mine.thunk()
@@ -316,7 +316,7 @@ def device_problem(runner, answer, cases) -> str | None:
         c for c in cases if any(isinstance(a, (torch.Tensor, nn.Module)) for a in c.args)
     ]
     for case in with_tensors[:2]:
-        args, kwargs = _copies(case.args, case.kwargs)
+        args, kwargs = copies(case.args, case.kwargs)
         prepared = runner.prepare(answer, args, kwargs, grad=False)
         with Watch(devices=True, origins=prepared.origins) as watch:
             try:

@@ -102,11 +102,13 @@ def _floats(output) -> list[torch.Tensor]:
     return [t for t in items if isinstance(t, torch.Tensor) and t.is_floating_point()]
 
 
-def _copies(args, kwargs):
-    return tuple(_copy(a) for a in args), {k: _copy(v) for k, v in kwargs.items()}
+def copies(args, kwargs):
+    """Copies of a call's arguments (see :func:`copy_value`)."""
+    return tuple(copy_value(a) for a in args), {k: copy_value(v) for k, v in kwargs.items()}
 
 
-def _copy(value):
+def copy_value(value):
+    """A copy of an argument, so that a call cannot change the case (tensors detached)."""
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
     try:
