@@ -44,7 +44,7 @@ def _find(pattern: str, text: str) -> tuple[str, ...]:
 
 def check_size_claim(cells: list[dict], rehearsing: bool) -> dict[str, int]:
     """The device cell names the size of run; returns the printed TrainConfig's counts."""
-    printed = code_output(cells, "= device_config(device, V")
+    printed = code_output(cells, "= device_config(")
     preset = _find(r"device \w+: the '(\w+)' size", printed)[0]
     if rehearsing:
         assert preset == "gpu", printed  # the GPU branch, taken on the CPU

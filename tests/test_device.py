@@ -78,3 +78,17 @@ def test_device_config_sizes_the_run_by_device(monkeypatch):
     monkeypatch.setenv("COURSE_REHEARSE", "tpu")
     with pytest.raises(ValueError, match="COURSE_REHEARSE"):
         device_config("cpu", 84)
+
+
+def test_device_config_takes_each_sizes_recipe(monkeypatch):
+    monkeypatch.delenv("COURSE_REHEARSE", raising=False)
+    recipes = dict(cpu=dict(learning_rate=6e-3, max_iters=2000), gpu=dict(max_iters=2500))
+    preset, _, train = device_config("cpu", 84, **recipes)
+    assert preset == "cpu" and (train.learning_rate, train.max_iters) == (6e-3, 2000)
+    monkeypatch.setenv("COURSE_REHEARSE", "cuda-bf16")  # the gpu recipe, then the shrink on top
+    preset, _, train = device_config("cpu", 84, **recipes)
+    assert preset == "gpu" and train.learning_rate == 1e-3 and train.max_iters <= 20
+    with pytest.raises(
+        TypeError, match=r"device_config\(gpu=\.\.\.\) takes a dict .* got int 2500"
+    ):
+        device_config("cpu", 84, gpu=2500)

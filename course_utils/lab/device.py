@@ -129,7 +129,14 @@ def describe_device(device: torch.device | str) -> str:
     return f"cpu: {threads} thread{'s' if threads != 1 else ''}"
 
 
-def device_config(device: torch.device | str, vocab_size: int, **overrides):
+def device_config(
+    device: torch.device | str,
+    vocab_size: int,
+    *,
+    cpu: dict | None = None,
+    gpu: dict | None = None,
+    **overrides,
+):
     """The size of run a notebook trains on ``device``: the ``gpu`` preset on CUDA, the ``cpu``
     preset elsewhere (:data:`course_utils.config.PRESETS`).
 
@@ -140,6 +147,8 @@ def device_config(device: torch.device | str, vocab_size: int, **overrides):
     Args:
         device: where the run trains.
         vocab_size: the tokenizer's vocabulary size V.
+        cpu: fields to change when the ``cpu`` preset is chosen (a dict, as ``overrides``),
+            ``gpu`` likewise: a notebook's recipe at each size.
         **overrides: fields of either config, as :func:`course_utils.config.get_config` takes.
 
     Returns:
@@ -147,12 +156,21 @@ def device_config(device: torch.device | str, vocab_size: int, **overrides):
 
     Raises:
         ValueError: an unknown ``COURSE_REHEARSE`` value, or an override ``get_config`` refuses.
+        TypeError: ``cpu`` or ``gpu`` is not a dict.
     """
     from course_utils.config import get_config
     from course_utils.lab.rehearsal import acting_device_type, rehearsal_overrides
 
+    for name, value in (("cpu", cpu), ("gpu", gpu)):
+        if value is not None and not isinstance(value, dict):
+            raise TypeError(
+                f"device_config({name}=...) takes a dict of config fields, such as "
+                f"{name}=dict(max_iters=2000); got {type(value).__name__} {value!r}"
+            )
     preset = "gpu" if acting_device_type(device) == "cuda" else "cpu"
+    chosen = (gpu if preset == "gpu" else cpu) or {}
+    # The rehearsal's shrink wins over every recipe: a rehearsed run takes seconds.
     model_config, train_config = get_config(
-        preset, vocab_size, **{**overrides, **rehearsal_overrides()}
+        preset, vocab_size, **{**overrides, **chosen, **rehearsal_overrides()}
     )
     return preset, model_config, train_config
