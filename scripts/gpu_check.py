@@ -17,7 +17,8 @@ took on one H100 80GB HBM3 on 2026-11-26, logs/gpu-check-20261126-h100/):
    1000 steps (``--max-iters 1000 --eval-interval 250``), eager: its ms/step and tokens/s
    compare with bf16's, and its MFU is what the appendix's T4 estimate assumes;
 4. ``notebook-12`` (180) [158]: notebook 12 under strict nbval on CUDA (the learner's decoder
-   trained at the ``gpu`` size for 5000 steps, TF32);
+   trained at the ``gpu`` size, TF32: 5000 steps then; 2500 since, which on one H200 on
+   2026-11-28 executed in 113 s alone and passed strict nbval in 180 s beside other runs);
 5. ``bench`` (45) [32]: the key benchmark variants, eager and compiled: teaching and fast path
    in bf16, the fast path in fp32, PyTorch's peer in bf16, eager; the fast path in bf16
    compiled;
@@ -28,9 +29,10 @@ Limits 450 s; with setup (``make setup TORCH=system WHEELS=DIR``: 30 s there), 4
 Part 2 (``make gpu-check PART=2``): strict nbval of every other notebook on CUDA.
 
 1. ``environment`` (15);
-2. ``notebooks`` (400): ``make test TESTS= JOBS=4 NBVAL=...``, every notebook but 12 under
-   strict nbval, four at a time. On the H100 the first try ran out of the session's time
-   after 189 s, about 80 % of the cells done: not yet a full measurement.
+2. ``notebooks`` (400): ``make test TESTS= JOBS=8 NBVAL=...``, every notebook but 12 under
+   strict nbval, eight at a time. On one H200 (16 cores) on 2026-11-28 the 377 cells took
+   283 s (logs/gpu-check-20261128-h200/call1/others-nbval.log); six failed there, all one
+   checker's bug (fixed, then 08 and 11 passed: call2/).
 
 Limits 415 s; with setup, under 8 minutes. The CPU unit tests stay in CI (``make test``).
 
@@ -101,7 +103,7 @@ def planned_steps(
     )
     if part == 2:
         others = " ".join(n for n in notebooks() if n != NOTEBOOK_12)
-        return [environment, Step("notebooks", f'{make} test TESTS= JOBS=4 NBVAL="{others}"', 400)]
+        return [environment, Step("notebooks", f'{make} test TESTS= JOBS=8 NBVAL="{others}"', 400)]
     fp16_out = f"assets/runs/gpu-{gpu_slug}-fp16.json"
     return [
         environment,

@@ -53,7 +53,7 @@ def test_dry_run_prints_every_step_without_torch(tmp_path):
         assert step in first.stdout
     second = _run("--dry-run", "--part", "2", env=env)
     assert second.returncode == 0, second.stderr
-    assert "make test TESTS= JOBS=4" in second.stdout and "notebooks/16_appendix" in second.stdout
+    assert "make test TESTS= JOBS=8" in second.stdout and "notebooks/16_appendix" in second.stdout
     assert "12_training" not in second.stdout  # part 1 runs it
     assert "logs/gpu-check-" in second.stdout and "-part2/" in second.stdout
 

@@ -108,8 +108,14 @@ def test_show_ladder_writes_a_rung_only_when_asked(tmp_path, monkeypatch, capsys
     ladder.show_ladder("05-test", "a test rung", 2.5)
     ladder.show_ladder("06-next", "the next rung", 2.25)
     out = capsys.readouterr().out
-    assert "the rung before (05, a test rung, your run): 2.500; this model is 0.250 lower" in out
+    # make course's runs write the course's rungs and show them as the course's, never as the
+    # learner's (a rung kept in the parts folder by an earlier run of the learner's is not read)
+    assert (
+        "the rung before (05, a test rung, the course's run): 2.500; this model is 0.250 lower"
+        in out
+    )
     assert json.loads((committed / "05-test.json").read_text())["val_loss"] == 2.5
+    assert [p.stem for p in (learner / "ladder").glob("*.json")] == ["05-test"]  # the first call
 
 
 def test_the_rung_before_is_the_learners_own_when_they_ran_it(tmp_path, monkeypatch, capsys):

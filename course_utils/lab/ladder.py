@@ -224,14 +224,17 @@ def show_ladder(
     """
     key, label, val_loss = _check_rung(key, label, val_loss)
     rungs = {k: r for k, r in recorded_rungs().items() if k < key}
-    yours = {k: r for k, r in learner_rungs().items() if k < key}
+    # The course's own runs (make course, make test) show and keep the course's rungs only.
+    course_run = "1" in (os.environ.get(WRITE_ENV), os.environ.get(CHECK_ENV))
+    yours = {} if course_run else {k: r for k, r in learner_rungs().items() if k < key}
     rungs.update(yours)
     rungs[key] = {"label": label, "val_loss": val_loss}
     if os.environ.get(WRITE_ENV) == "1":
         _write_rung(LADDER_DIR, key, label, val_loss)
     elif os.environ.get(CHECK_ENV) == "1" and same_budget:
         _check_against_committed(key, val_loss)
-    _keep_learner_rung(key, label, val_loss)
+    if not course_run:
+        _keep_learner_rung(key, label, val_loss)
     print(f"{label}: validation loss {val_loss:.3f} nats/char (ln V = {_ln_vocab():.3f})")
     earlier = [k for k in rungs if k < key]
     if earlier:
