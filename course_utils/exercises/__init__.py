@@ -63,6 +63,7 @@ from course_utils.exercises.nb13_generation import (
     check_new_positions,
     check_top_p_filter,
 )
+from course_utils.exercises.nb13_kv_cache import check_forward_cached
 from course_utils.exercises.nb14_encoder_decoder import (
     check_cross_attention,
     check_encoder_decoder_masks,
@@ -107,6 +108,7 @@ __all__ = [
     "check_append_to_cache",
     "check_new_positions",
     "check_top_p_filter",
+    "check_forward_cached",
     "check_cross_attention",
     "check_encoder_decoder_masks",
 ]
