@@ -251,5 +251,5 @@ def test_notebook_13_prose_quotes_its_own_outputs():
     )
     kept = re.search(r"top-p, p=0\.9, keeps \[(\d+), (\d+)\]", printed)
     assert kept, "the top-p cell no longer prints how many characters it keeps"
-    assert f"({kept[1]} versus {kept[2]} characters in section 1)" in prose
+    assert f"({kept[1]} versus {kept[2]} characters in section 5)" in prose
     assert "from step 1 on" in printed and "Step 0 is still right" in prose
