@@ -80,7 +80,9 @@ MARKS ?= not tooling
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
 APPENDIX := $(wildcard notebooks/16_*.ipynb)
 LONGEST_FIRST := $(foreach n,12 15 14 11 13 10 09 07 08 02 01 04 00 05 03 06,$(wildcard notebooks/$(n)_*.ipynb))
-NBVAL ?= $(LONGEST_FIRST) $(filter-out $(LONGEST_FIRST) $(APPENDIX),$(NOTEBOOKS))
+# `make test EDITION=zh`: the Chinese notebooks built so far (notebooks/zh/) instead of the English.
+ZH_LESSONS = $(sort $(wildcard $(ZH_NOTEBOOKS)/*.ipynb))
+NBVAL ?= $(if $(filter zh,$(EDITION)),$(ZH_LESSONS),$(LONGEST_FIRST) $(filter-out $(LONGEST_FIRST) $(APPENDIX),$(NOTEBOOKS)))
 # Parallel processes for `make test` and `make course` (pytest-xdist; each notebook runs whole
 # in one worker). JOBS=1 runs one at a time.
 JOBS ?= 2
@@ -187,18 +189,20 @@ test: setup
 # setup played, make lab served, DDP's two processes, scripts run in fresh processes, the
 # commands rehearsed in float16; then the appendix (16) under strict nbval, and the lessons
 # (NBVAL) under strict nbval again with PyTorch's and MKL's portable CPU kernels (OTHER_KERNELS,
-# no AVX): a committed output must not depend on the kernels a CPU picks. CI runs them after
-# `make test` (.ci/run).
+# no AVX): a committed output must not depend on the kernels a CPU picks; last, the Chinese
+# notebooks built so far (notebooks/zh/) under strict nbval. CI runs them after `make test`
+# (.ci/run).
 OTHER_KERNELS := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2
 test-tooling: setup
 	OMP_NUM_THREADS=1 $(BYTECODE_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) -m tooling tests
 	$(STRICT_NBVAL) $(APPENDIX)
 	$(if $(NBVAL),export $(OTHER_KERNELS) && $(STRICT_NBVAL) $(XDIST_NOTEBOOKS) $(NBVAL))
+	$(if $(ZH_LESSONS),$(STRICT_NBVAL) $(XDIST_NOTEBOOKS) $(ZH_LESSONS))
 
 # The notebooks of the loss ladder, in order: each prints the rung before its own, as the one
 # before it just wrote it, so they run one after the other (notebook 12 last); the others
 # run beside them (with JOBS=1, after them). The two chains take about as long.
-LADDER_CHAIN := $(foreach n,00 02 07 08 09 10 11 12,$(wildcard notebooks/$(n)_*.ipynb))
+LADDER_CHAIN := $(foreach n,00 02 07 08 09 10 11 12 13,$(wildcard notebooks/$(n)_*.ipynb))
 OTHER_CHAIN := $(APPENDIX) $(filter-out $(LADDER_CHAIN) $(APPENDIX),$(LONGEST_FIRST)) \
 	$(filter-out $(LADDER_CHAIN) $(APPENDIX) $(LONGEST_FIRST),$(NOTEBOOKS))
 EXECUTE = env $(EXEC_ENV) $(OFFLINE_ENV) COURSE_WRITE_LADDER=1 "$(VENV)/bin/jupyter" nbconvert \
@@ -215,6 +219,9 @@ course: setup
 		run_chain $(LADDER_CHAIN) & ladder=$$!; run_chain $(OTHER_CHAIN); others=$$?; \
 		wait $$ladder && [ $$others = 0 ]; \
 	fi
+	$(PY) scripts/translations.py build
+	@for notebook in $(ZH_NOTEBOOKS)/*.ipynb; do [ -e "$$notebook" ] || continue; \
+		$(EXECUTE) "$$notebook" || exit 1; done
 
 # The Colab badge and bootstrap cell at the top of every notebook, from scripts/templates/.
 headers: setup

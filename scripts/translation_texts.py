@@ -163,7 +163,8 @@ def check_translation(span: Span, msgid: str, msgstr: str) -> None:
             )
         return
     try:
-        node = ast.parse(msgstr.strip(), mode="eval").body
+        # in parentheses, as in the call it stands in: a literal may wrap over lines
+        node = ast.parse("(" + msgstr.strip() + ")", mode="eval").body
     except SyntaxError:
         node = None
     if node is None or not _is_literal(node):

@@ -14,9 +14,10 @@ it carries the old translation over marked ``fuzzy`` with the old English as
 ``#| msgid`` (a markdown cell always, a comment or string when the texts are alike); a
 translation whose English is gone becomes obsolete (``#~``), kept as memory. Cells keep
 their ids when they move, so a translation follows its cell to another notebook.
-``build`` writes a Chinese notebook for each catalogue with a translation (``--all``: every
-notebook): the English notebook with its translated texts, no outputs (they come from
-running it), Colab badges opening ``notebooks/zh/``; a fuzzy translation is not used.
+``build`` writes a Chinese notebook for each catalogue that translates all its notebook's
+texts (``--all``: every notebook): the English notebook with its translated texts, no outputs
+(they come from running it), Colab badges opening ``notebooks/zh/``; a fuzzy translation is not
+used.
 """
 
 from __future__ import annotations
@@ -290,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "build":
         for notebook in notebooks:
             catalogue = args.catalogues / f"{notebook.stem}.po"
-            if args.all or _has_translations(catalogue):
+            if args.all or _complete(notebook, catalogue):
                 done, total = build(notebook, catalogue, args.out / notebook.name)
                 print(f"wrote {args.out / notebook.name}: {done} of {total} texts translated")
     else:
@@ -302,10 +303,15 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if args.command == "check" and stale else 0
 
 
-def _has_translations(catalogue: Path) -> bool:
+def _complete(notebook: Path, catalogue: Path) -> bool:
+    """Every text of ``notebook`` has a translation (not fuzzy) in ``catalogue``: only then is
+    its Chinese notebook built (a text shared by many notebooks, the setup cell say, is
+    translated in all of them at once, which alone makes no Chinese notebook)."""
     if not catalogue.is_file():
         return False
-    return any(e.msgstr and not e.obsolete for e in polib.pofile(str(catalogue)))
+    po = polib.pofile(str(catalogue))
+    done = {(cell_of(e), e.msgid) for e in po if e.msgstr and not e.fuzzy and not e.obsolete}
+    return {(t.cell, t.msgid) for t in notebook_texts(notebook)} <= done
 
 
 if __name__ == "__main__":

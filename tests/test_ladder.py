@@ -249,3 +249,42 @@ def test_the_seed_script_checks_its_arguments_first(tmp_path, capsys):
             script.main(argv)
         out = capsys.readouterr().out
         assert exit_.value.code == 2 and said in out and len(out.strip().splitlines()) == 1
+
+
+def test_the_scale_experiment_is_above_by_more_than_its_seed_spread():
+    """scripts/scale_experiment.py: one head at d_k = 512 trained without 1/sqrt(d_k) ends above
+    the same head trained with it, on average by more than either variant's seed spread."""
+    record = json.loads((ladder.LADDER_DIR / "scale.json").read_text(encoding="utf-8"))
+    scaled, unscaled = record["scaled"], record["unscaled"]
+    assert record["d_k"] >= 256 and len(scaled) == len(unscaled) == len(record["seeds"]) >= 3
+    spread = max(max(scaled) - min(scaled), max(unscaled) - min(unscaled))
+    gap = sum(unscaled) / len(unscaled) - sum(scaled) / len(scaled)
+    assert gap > spread, f"unscaled {gap:.3f} above scaled, seed spread {spread:.3f}"
+
+
+def test_the_scale_script_checks_its_arguments_first(tmp_path, capsys):
+    from script_loader import load_script
+
+    script = load_script("scripts/scale_experiment.py", "scale_experiment_under_test")
+    for argv, said in (
+        (["--seeds", "1"], "at least two different seeds"),
+        (["--d-k", "1"], "--d-k must be at least 2"),
+        (["--steps", "0"], "--steps must be at least 1"),
+        (["--out", str(tmp_path / "no" / "x.json")], "does not exist"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            script.main(argv)
+        out = capsys.readouterr().out
+        assert exit_.value.code == 2 and said in out and len(out.strip().splitlines()) == 1
+
+
+@pytest.mark.tooling
+def test_the_scale_script_trains_both_variants(tmp_path):
+    from script_loader import load_script
+
+    script = load_script("scripts/scale_experiment.py", "scale_experiment_run")
+    out = tmp_path / "scale.json"
+    assert script.main(["--seeds", "0", "1", "--d-k", "8", "--steps", "2", "--out", str(out)]) == 0
+    record = json.loads(out.read_text(encoding="utf-8"))
+    assert record["seeds"] == [0, 1] and len(record["scaled"]) == len(record["unscaled"]) == 2
+    assert record["scaled"] != record["unscaled"]  # the scale changes the run

@@ -310,3 +310,28 @@ def test_every_chinese_notebook_runs_the_english_code_and_is_built_from_the_cata
             for p in (chinese, tmp_path / chinese.name)
         ]
         assert sources[0] == sources[1], f"{chinese} is not current: run make translations"
+
+
+def test_a_translated_string_may_wrap_over_lines_as_in_its_call():
+    """A string literal in a call may wrap over lines (implicit concatenation in the call's
+    parentheses); its translation may too, without a backslash."""
+    source = 'print("one long sentence "\n      "that wraps")\n'
+    (span,) = [s for s in tt.code_spans(source) if s.kind != "comment"]
+    msgid = tt.span_text(source, span)
+    tt.check_translation(span, msgid, '"一个很长的句子，"\n      "换了一行"')
+    with pytest.raises(ValueError, match="must be one string literal"):
+        tt.check_translation(span, msgid, '"一个句子" + x')
+
+
+def test_only_a_notebook_whose_texts_are_all_translated_is_built(edition, capsys):
+    """A catalogue with some texts translated (a setup cell shared by every notebook, say)
+    builds no Chinese notebook; the whole notebook translated does; --all builds every one."""
+    notebook, catalogues, out = edition
+    folders = ["--notebooks", str(notebook.parent), "--catalogues", str(catalogues)]
+    po = polib.pofile(str(catalogues / "01_tokens.po"))
+    po[0].msgstr = ""  # the intro untranslated
+    po.save()
+    assert tr.main(["build", *folders, "--out", str(out)]) == 0
+    assert not (out / notebook.name).exists() and "wrote" not in capsys.readouterr().out
+    assert tr.main(["build", *folders, "--out", str(out), "--all"]) == 0
+    assert "01_tokens.ipynb: 4 of 5 texts translated" in capsys.readouterr().out
