@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import torch
 
-from course_utils.exercises import solution_model as solution
+import course_utils.exercises.solution_model as solution
 from course_utils.exercises.cases import Problem
 from course_utils.exercises.judge import Case, judge
 from course_utils.exercises.module_judge import random_weights
