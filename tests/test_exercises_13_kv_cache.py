@@ -16,8 +16,11 @@ from checker_verdict import assert_named, assert_unfinished_reported, catalogue_
 from course_utils.exercises import check_forward_cached
 from course_utils.exercises.nb13_kv_cache import (
     FORWARD_CACHED_MISTAKES,
+    GENERATE_CACHED_MISTAKES,
     _forward,
+    check_generate_cached,
     forward_cached_reference,
+    generate_cached_reference,
 )
 from course_utils.exercises.solution_model import attention, merge_heads, split_heads
 
@@ -137,3 +140,124 @@ def test_unfinished_and_not_a_function_are_reported(capsys):
     assert_unfinished_reported(CATALOGUES, capsys)
     passed, out = verdict(check_forward_cached, 3, capsys)
     assert not passed and "should be a function" in out, out
+
+
+# --- the loop: generate_cached, the crop at block_size ----------------------------------------
+
+
+@torch.no_grad()
+def generate_cached(model, ids, max_new_tokens, block_size, generator=None):
+    """The notebook's solution of the loop (it reads the global forward_cached)."""
+    logits, cache = forward_cached(model, ids[:, -block_size:], None)
+    for _ in range(max_new_tokens):
+        probs = torch.softmax(logits[:, -1, :], dim=-1)
+        next_id = torch.multinomial(probs, num_samples=1, generator=generator)
+        ids = torch.cat([ids, next_id], dim=1)
+        if cache[0][0].shape[2] < block_size:
+            logits, cache = forward_cached(model, next_id, cache)
+        else:
+            logits, cache = forward_cached(model, ids[:, -block_size:], None)
+    return ids
+
+
+forward_cached = notebook_solution  # what the loops above read, as in the notebook
+
+
+def sample(logits, generator):
+    return torch.multinomial(torch.softmax(logits[:, -1], -1), 1, generator=generator)
+
+
+def forward_first(model, ids, max_new_tokens, block_size, generator=None):
+    """Another right loop: the forward call at the top of each step, the window tracked."""
+    context, cache = ids[:, -block_size:], None
+    for _ in range(max_new_tokens):
+        logits, cache = forward_cached(model, context, cache)
+        next_id = sample(logits, generator)
+        ids = torch.cat([ids, next_id], dim=1)
+        if cache[0][0].shape[2] == block_size:
+            context, cache = ids[:, -block_size:], None
+        else:
+            context = next_id
+    return ids
+
+
+def no_crop(model, ids, n, block_size, generator=None):
+    logits, cache = forward_cached(model, ids[:, -block_size:], None)
+    for _ in range(n):
+        next_id = sample(logits, generator)
+        ids = torch.cat([ids, next_id], 1)
+        logits, cache = forward_cached(model, next_id, cache)
+    return ids
+
+
+def prompt_not_cropped(model, ids, n, block_size, generator=None):
+    logits, cache = forward_cached(model, ids, None)
+    for _ in range(n):
+        next_id = sample(logits, generator)
+        ids = torch.cat([ids, next_id], 1)
+        if cache[0][0].shape[2] < block_size:
+            logits, cache = forward_cached(model, next_id, cache)
+        else:
+            logits, cache = forward_cached(model, ids[:, -block_size:], None)
+    return ids
+
+
+def whole_context_every_step(model, ids, n, block_size, generator=None):
+    for _ in range(n):
+        logits, _ = forward_cached(model, ids[:, -block_size:], None)
+        ids = torch.cat([ids, sample(logits, generator)], 1)
+    return ids
+
+
+def window_one_short(model, ids, n, block_size, generator=None):
+    logits, cache = forward_cached(model, ids[:, -block_size:], None)
+    for _ in range(n):
+        next_id = sample(logits, generator)
+        ids = torch.cat([ids, next_id], 1)
+        if cache[0][0].shape[2] < block_size - 1:
+            logits, cache = forward_cached(model, next_id, cache)
+        else:
+            logits, cache = forward_cached(model, ids[:, -(block_size - 1) :], None)
+    return ids
+
+
+LOOP_CATALOGUES = [(check_generate_cached, GENERATE_CACHED_MISTAKES)]
+
+
+@pytest.mark.parametrize("answer", [generate_cached, forward_first, generate_cached_reference])
+def test_right_loops_pass(answer, capsys):
+    passed, out = verdict(check_generate_cached, answer, capsys)
+    assert passed and "✅ generate_cached: correct" in out, out
+
+
+def test_the_notebook_checks_both_with_one_call(capsys):
+    assert check_forward_cached(notebook_solution, generate_cached)
+    out = capsys.readouterr().out
+    assert "✅ forward_cached: correct" in out and "✅ generate_cached: correct" in out
+    assert not check_forward_cached(notebook_solution, no_crop)
+    assert "❌ generate_cached" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("checker", "message", "wrong"), **catalogue_params(LOOP_CATALOGUES))
+def test_each_catalogued_loop_mistake_is_named(checker, message, wrong, capsys):
+    assert_named(checker, wrong, message, capsys)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "said"),
+    [
+        (no_crop, "rebuild it from the last block_size tokens (the crop at block_size)"),
+        (prompt_not_cropped, "the prompt's last block_size in the prefill"),
+        (whole_context_every_step, "feed only the new token"),
+        (window_one_short, "the logits sampled from differs"),
+        (lambda m, i, n, b, g=None: i, "it ran the model 0 times"),
+        (lambda m, i, n, b: i, "raised TypeError"),
+    ],
+)
+def test_other_wrong_loops_are_rejected_with_their_cause(wrong, said, capsys):
+    passed, out = verdict(check_generate_cached, wrong, capsys)
+    assert not passed and said in out, out
+
+
+def test_an_unfinished_loop_is_reported(capsys):
+    assert_unfinished_reported(LOOP_CATALOGUES, capsys)
