@@ -110,3 +110,38 @@ def test_load_trained_names_a_bad_module_or_seed(folder):
         load_trained(torch)
     with pytest.raises(TypeError, match="untrained_seed"):
         load_trained(solution_model, untrained_seed=0.5)
+
+
+def test_notebook_12s_cell_writes_what_load_trained_reads(folder, tokenizer):
+    """Notebook 12 saves with a cell the learner reads (no import: a lesson imports at most
+    twelve course names); run that cell's source on a small decoder."""
+    import json
+    import os
+    import types
+    from pathlib import Path
+
+    from course_utils.lab.trained import ARGUMENTS
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "12_training_tiny_decoder.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    source = next(
+        "".join(c["source"]) for c in cells if '"trained_decoder.pt"' in "".join(c["source"])
+    )
+    folder.mkdir(parents=True)
+    model = decoder(tokenizer)
+    sizes = dict(SIZES)
+    namespace = {
+        "os": os,
+        "torch": torch,
+        "V": len(tokenizer.vocab),
+        "block_size": sizes.pop("block_size"),
+        "model_config": types.SimpleNamespace(**sizes),
+        "tokenizer": tokenizer,
+        "model": model,
+        "m": types.SimpleNamespace(__file__=str(folder / "my_model.py")),
+    }
+    exec(compile(source, "notebook 12's cell", "exec"), namespace)
+    assert Path(namespace["path"]) == trained_path() and tuple(namespace["arguments"]) == ARGUMENTS
+    kept = load_trained(solution_model)
+    assert kept.trained and kept.tokenizer.vocab == tokenizer.vocab
+    assert torch.equal(kept.model.lm_head.weight, model.lm_head.weight)

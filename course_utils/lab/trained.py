@@ -1,9 +1,10 @@
 """The learner's trained decoder, kept beside their parts so that notebook 13 goes on with it.
 
 Notebook 12 trains ``m.Decoder(V, block_size, d_model, n_heads, n_layers, d_ff)`` (``m`` the
-learner's parts in one file, :func:`course_utils.lab.parts.my_model`) and calls
-:func:`keep_trained`: the weights, the constructor's arguments and the tokenizer's characters
-go to ``<parts folder>/trained_decoder.pt``, beside the parts (on the learner's Google Drive
+learner's parts in one file, :func:`course_utils.lab.parts.my_model`) and saves, in a cell the
+learner reads (what :func:`keep_trained` saves, without its checks), the weights, the
+constructor's arguments and the tokenizer's characters to ``<parts folder>/trained_decoder.pt``
+(the folder of ``m.__file__``), beside the parts (on the learner's Google Drive
 in Colab, where :func:`course_utils.lab.parts.keep_parts_on_drive` points the parts folder,
 so the next notebook, a new machine, finds it). :func:`load_trained` rebuilds the model from
 the learner's parts as they are now, with those weights; with ``untrained_seed`` it gives,
