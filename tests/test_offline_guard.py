@@ -113,7 +113,7 @@ def test_the_makefile_runs_tests_and_notebooks_with_the_guard():
     guards = (f"PYTHONPATH={OFFLINE}", f'PYTHONPATH="{OFFLINE}')  # the path may be quoted
     commands = [line for line in dry_run.stdout.splitlines() if "-m pytest" in line]
     commands += [line for line in dry_run.stdout.splitlines() if "nbconvert --to notebook" in line]
-    assert len(commands) == 3, dry_run.stdout
+    assert len(commands) == 4, dry_run.stdout  # tests, notebooks, make course: English, Chinese
     for command in commands:
         assert any(guard in command for guard in guards), command
 
