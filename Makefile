@@ -287,7 +287,8 @@ rerecord: setup
 
 # A GPU's branches on the CPU (COURSE_REHEARSE=cuda-bf16 / cuda-fp16, course_utils/lab/rehearsal.py):
 # notebooks 12 and 16 top to bottom and make train / record / bench, each shrunk to seconds.
-# make test runs the notebooks' and the bf16 commands; make test-tooling the fp16 commands.
+# make test runs the bf16 commands; make test-tooling the notebooks in both modes and the fp16
+# commands.
 rehearsal: setup
 	OMP_NUM_THREADS=1 $(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) tests/test_rehearsal*.py
 
