@@ -91,23 +91,35 @@ RUNGS = ["00-bigram", "02-embedding", "07-one-head", "08-heads", "09-residual-la
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit status 2
-        print(f"ladder_seeds.py: {message}; usage: python scripts/ladder_seeds.py "
-              "[--seeds S ...] [--steps N] [--out PATH]")  # fmt: skip
+        usage = " ".join(self.format_usage().split()[1:])  # one line, without "usage:"
+        print(f"{self.prog}: {message}; usage: python scripts/{usage}")
         raise SystemExit(2)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(description=__doc__.splitlines()[0])
+def seed_parser(script: str, doc: str, out: Path) -> _Parser:
+    """The options every seed experiment takes (--seeds, --steps, --out); a mistake prints one
+    line naming ``script`` and exits with status 2 (:func:`check_seed_args` checks values)."""
+    parser = _Parser(prog=script, description=doc.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=None, help="default: the ladder's 600")
-    parser.add_argument("--out", type=Path, default=LADDER_DIR / "seeds.json")
-    args = parser.parse_args(argv)
+    parser.add_argument("--out", type=Path, default=out)
+    return parser
+
+
+def check_seed_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before any work, fewer than two seeds, steps < 1 and an --out folder missing."""
     if len(set(args.seeds)) < 2:
         parser.error(f"--seeds needs at least two different seeds, got {args.seeds}")
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
     if not args.out.parent.is_dir():
         parser.error(f"--out {args.out}: the folder {args.out.parent} does not exist")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = seed_parser("ladder_seeds.py", __doc__, LADDER_DIR / "seeds.json")
+    args = parser.parse_args(argv)
+    check_seed_args(parser, args)
     torch.set_num_threads(1)
     data = ladder_data()
     results = {}

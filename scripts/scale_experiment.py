@@ -16,7 +16,6 @@ seed ``s`` sets the initial weights and the windows. One CPU thread: about 50 s 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -31,6 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from course_utils.exercises import solution_model as S  # noqa: E402
 from course_utils.lab.ladder import LADDER_DIR, ladder_data, train_briefly  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from ladder_seeds import check_seed_args, seed_parser  # noqa: E402
 
 
 class OneHead(nn.Module):
@@ -59,28 +61,13 @@ class OneHead(nn.Module):
         return self.lm_head(self.final_norm(x))  # (B, T, V)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit status 2
-        print(f"scale_experiment.py: {message}; usage: python scripts/scale_experiment.py "
-              "[--seeds S ...] [--d-k N] [--steps N] [--out PATH]")  # fmt: skip
-        raise SystemExit(2)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = seed_parser("scale_experiment.py", __doc__, LADDER_DIR / "scale.json")
     parser.add_argument("--d-k", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=None, help="default: the ladder's 600")
-    parser.add_argument("--out", type=Path, default=LADDER_DIR / "scale.json")
     args = parser.parse_args(argv)
-    if len(set(args.seeds)) < 2:
-        parser.error(f"--seeds needs at least two different seeds, got {args.seeds}")
+    check_seed_args(parser, args)
     if args.d_k < 2:
         parser.error(f"--d-k must be at least 2, got {args.d_k}")
-    if args.steps is not None and args.steps < 1:
-        parser.error(f"--steps must be at least 1, got {args.steps}")
-    if not args.out.parent.is_dir():
-        parser.error(f"--out {args.out}: the folder {args.out.parent} does not exist")
     torch.set_num_threads(1)
     data = ladder_data()
     results = {"d_k": args.d_k, "seeds": args.seeds}

@@ -236,19 +236,29 @@ def test_each_rung_is_below_the_one_before_by_more_than_its_seed_spread():
         assert drop > spread, f"{key}: {drop:.3f} below {before}, seed spread {spread:.3f}"
 
 
-def test_the_seed_script_checks_its_arguments_first(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "script, extra",
+    [
+        ("ladder_seeds.py", []),
+        ("scale_experiment.py", [(["--d-k", "1"], "--d-k must be at least 2")]),
+    ],
+)
+def test_the_seed_scripts_check_their_arguments_first(script, extra, tmp_path, capsys):
     from script_loader import load_script
 
-    script = load_script("scripts/ladder_seeds.py", "ladder_seeds_under_test")
-    for argv, said in (
+    module = load_script(f"scripts/{script}", f"{script[:-3]}_under_test")
+    for argv, said in [
         (["--seeds", "1"], "at least two different seeds"),
         (["--steps", "0"], "--steps must be at least 1"),
         (["--out", str(tmp_path / "no" / "x.json")], "does not exist"),
-    ):
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        *extra,
+    ]:
         with pytest.raises(SystemExit) as exit_:
-            script.main(argv)
+            module.main(argv)
         out = capsys.readouterr().out
         assert exit_.value.code == 2 and said in out and len(out.strip().splitlines()) == 1
+        assert out.startswith(f"{script}: ") and f"usage: python scripts/{script}" in out
 
 
 def test_the_scale_experiment_finds_no_slowdown_at_the_ladders_budget():
@@ -264,22 +274,6 @@ def test_the_scale_experiment_finds_no_slowdown_at_the_ladders_budget():
     spread = max(max(scaled) - min(scaled), max(unscaled) - min(unscaled))
     gap = sum(unscaled) / len(unscaled) - sum(scaled) / len(scaled)
     assert abs(gap) < spread, f"unscaled {gap:+.3f} from scaled, seed spread {spread:.3f}"
-
-
-def test_the_scale_script_checks_its_arguments_first(tmp_path, capsys):
-    from script_loader import load_script
-
-    script = load_script("scripts/scale_experiment.py", "scale_experiment_under_test")
-    for argv, said in (
-        (["--seeds", "1"], "at least two different seeds"),
-        (["--d-k", "1"], "--d-k must be at least 2"),
-        (["--steps", "0"], "--steps must be at least 1"),
-        (["--out", str(tmp_path / "no" / "x.json")], "does not exist"),
-    ):
-        with pytest.raises(SystemExit) as exit_:
-            script.main(argv)
-        out = capsys.readouterr().out
-        assert exit_.value.code == 2 and said in out and len(out.strip().splitlines()) == 1
 
 
 @pytest.mark.tooling
