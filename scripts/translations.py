@@ -17,7 +17,7 @@ their ids when they move, so a translation follows its cell to another notebook.
 ``build`` writes a Chinese notebook for each catalogue that translates all its notebook's
 texts (``--all``: every notebook): the English notebook with its translated texts, no outputs
 (they come from running it), Colab badges opening ``notebooks/zh/``; a fuzzy translation is not
-used.
+used; a Chinese notebook whose cells would not change is left as it is, with its outputs.
 """
 
 from __future__ import annotations
@@ -229,9 +229,21 @@ def build(notebook: Path, catalogue: Path, out: Path) -> tuple[int, int]:
             source = translated
             cell["outputs"], cell["execution_count"] = [], None
         cell["source"] = source.splitlines(keepends=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(chinese, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    if not _same_cells(out, chinese):  # unchanged: its executed outputs stay
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(chinese, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return len(wanted & set(table)), len(wanted)
+
+
+def _same_cells(path: Path, notebook: dict) -> bool:
+    """``path`` holds a notebook with the same cells (ids, types, sources) as ``notebook``."""
+    if not path.is_file():
+        return False
+
+    def cells(nb: dict) -> list[tuple]:
+        return [(c.get("id"), c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
+
+    return cells(json.loads(path.read_text(encoding="utf-8"))) == cells(notebook)
 
 
 def _check_same_code(notebook: Path, cell: str, english: str, chinese: str) -> None:
@@ -293,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             catalogue = args.catalogues / f"{notebook.stem}.po"
             if args.all or _complete(notebook, catalogue):
                 done, total = build(notebook, catalogue, args.out / notebook.name)
-                print(f"wrote {args.out / notebook.name}: {done} of {total} texts translated")
+                print(f"{args.out / notebook.name}: {done} of {total} texts translated")
     else:
         stale = out_of_date(notebooks, args.catalogues)
         print("\n".join(stale) or "no Chinese text is out of date with its English source")

@@ -335,3 +335,21 @@ def test_only_a_notebook_whose_texts_are_all_translated_is_built(edition, capsys
     assert not (out / notebook.name).exists() and "wrote" not in capsys.readouterr().out
     assert tr.main(["build", *folders, "--out", str(out), "--all"]) == 0
     assert "01_tokens.ipynb: 4 of 5 texts translated" in capsys.readouterr().out
+
+
+def test_a_rebuild_that_changes_no_cell_keeps_the_executed_outputs(edition):
+    """build rewrites a Chinese notebook only when a cell would change: its executed outputs
+    (make course) survive make translations; a changed translation rebuilds it, outputs cleared."""
+    notebook, catalogues, out = edition
+    built = out / notebook.name
+    tr.build(notebook, catalogues / "01_tokens.po", built)
+    executed = json.loads(built.read_text(encoding="utf-8"))
+    code = next(c for c in executed["cells"] if c["cell_type"] == "code")
+    code["outputs"] = [nbformat.v4.new_output("stream", text="9 个不同的字符\n")]
+    built.write_text(json.dumps(executed, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    tr.build(notebook, catalogues / "01_tokens.po", built)
+    assert json.loads(built.read_text(encoding="utf-8")) == json.loads(json.dumps(executed))
+    _translate(catalogues / "01_tokens.po", {"# the sample": "# 样例文本"})
+    tr.build(notebook, catalogues / "01_tokens.po", built)
+    code = next(c for c in json.loads(built.read_text())["cells"] if c["cell_type"] == "code")
+    assert code["outputs"] == [] and "# 样例文本" in "".join(code["source"])
