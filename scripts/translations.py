@@ -93,21 +93,30 @@ def _memory(catalogues: dict[Path, polib.POFile]) -> list[polib.POEntry]:
     return [e for po in catalogues.values() for e in po if e.msgstr]
 
 
-def _same(text: Text, memory: list[polib.POEntry]) -> polib.POEntry | None:
-    """The old entry with ``text``'s words: in the same cell, else anywhere; a confirmed
-    translation before a fuzzy one."""
-    for here in (lambda e: cell_of(e) == text.cell, lambda e: True):
+def _same(text: Text, memory: list[polib.POEntry], stem: str) -> polib.POEntry | None:
+    """The old entry with ``text``'s words: in the same notebook's cell, else anywhere; a
+    confirmed translation before a fuzzy one."""
+    for here in (lambda e: e.msgctxt == f"{stem}#{text.cell}", lambda e: True):
         found = [e for e in memory if e.msgid == text.msgid and here(e)]
         if found:
             return next((e for e in found if not e.fuzzy), found[0])
     return None
 
 
-def _alike(text: Text, memory: list[polib.POEntry], used: set[int]) -> polib.POEntry | None:
-    """The unused old entry of the same cell and kind most like ``text`` (a markdown cell's
-    old text whatever the likeness, a comment's or string's from :data:`LIKE` up)."""
+def _alike(
+    text: Text, memory: list[polib.POEntry], used: set[int], stem: str
+) -> polib.POEntry | None:
+    """The unused old entry of the same notebook, cell and kind most like ``text`` (a markdown
+    cell's old text whatever the likeness, a comment's or string's from :data:`LIKE` up). Only
+    the same notebook's: ids such as ``cell-03`` recur in many notebooks, and a text of
+    another notebook's cell of that id is no old version of this one."""
     alike = [
-        e for e in memory if id(e) not in used and cell_of(e) == text.cell and _kind(e) == text.kind
+        e
+        for e in memory
+        if id(e) not in used
+        and (e.msgctxt or "").rpartition("#")[0] == stem
+        and cell_of(e) == text.cell
+        and _kind(e) == text.kind
     ]
     ratio = {id(e): difflib.SequenceMatcher(None, e.msgid, text.msgid).ratio() for e in alike}
     alike = [e for e in alike if text.kind == "markdown" or ratio[id(e)] >= LIKE]
@@ -141,13 +150,13 @@ def update(notebooks: list[Path], folder: Path = CATALOGUES) -> dict[str, int]:
     folder.mkdir(parents=True, exist_ok=True)
     old = {path: polib.pofile(str(path)) for path in sorted(folder.glob("*.po"))}
     memory, used = _memory(old), set()
-    plan = {nb: [[text, _same(text, memory)] for text in notebook_texts(nb)] for nb in notebooks}
+    plan = {nb: [[t, _same(t, memory, nb.stem)] for t in notebook_texts(nb)] for nb in notebooks}
     used = {id(old_entry) for pairs in plan.values() for _, old_entry in pairs if old_entry}
     new = {}
     for notebook, pairs in plan.items():  # what changed inherits from what vanished
         for pair in pairs:
             if pair[1] is None:
-                pair[1] = _alike(pair[0], memory, used)
+                pair[1] = _alike(pair[0], memory, used, notebook.stem)
                 used.add(id(pair[1])) if pair[1] is not None else None
         po = new_catalogue()
         po.extend(_entry(notebook.stem, text, old_entry) for text, old_entry in pairs)

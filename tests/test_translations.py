@@ -353,3 +353,20 @@ def test_a_rebuild_that_changes_no_cell_keeps_the_executed_outputs(edition):
     tr.build(notebook, catalogues / "01_tokens.po", built)
     code = next(c for c in json.loads(built.read_text())["cells"] if c["cell_type"] == "code")
     assert code["outputs"] == [] and "# 样例文本" in "".join(code["source"])
+
+
+def test_a_cell_id_shared_by_two_notebooks_lends_no_fuzzy_translation(tmp_path):
+    """Ids such as cell-03 recur across notebooks: another notebook's cell-03 is no old version
+    of this one's. The same comment translated in 13's cell-03 fills 09's (same words), and
+    09's other comment stays untranslated, not fuzzy, at every later update (it was fuzzy
+    from the second update on, and make translations then failed its check)."""
+    english, catalogues = tmp_path / "notebooks", tmp_path / "translations"
+    first = _notebook(english, "13_a.ipynb", [("cell-03", "code", "x = 1  # (B, T)\n")])
+    source = "ids = 1  # (B, T)\nx = 2  # (B, T) -> (B, T, C)\n"
+    second = _notebook(english, "09_b.ipynb", [("cell-03", "code", source)])
+    tr.update([first, second], catalogues)
+    _translate(catalogues / "13_a.po", {"# (B, T)": "# (B, T)"})
+    for _ in range(3):
+        counts = tr.update([first, second], catalogues)
+        assert counts == {"entries": 3, "translated": 2, "fuzzy": 0, "obsolete": 0}, counts
+        assert tr.out_of_date([first, second], catalogues) == []
