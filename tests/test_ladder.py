@@ -286,3 +286,26 @@ def test_the_scale_script_trains_both_variants(tmp_path):
     record = json.loads(out.read_text(encoding="utf-8"))
     assert record["seeds"] == [0, 1] and len(record["scaled"]) == len(record["unscaled"]) == 2
     assert record["scaled"] != record["unscaled"]  # the scale changes the run
+
+
+def test_a_run_on_another_corpus_is_printed_not_kept(tmp_path, monkeypatch, capsys):
+    """Notebook 12 of the Chinese edition trains on Tang poems: its loss is on another scale
+    (ln V 8.67, not 4.43), so it is not a rung of the Shakespeare ladder."""
+    import matplotlib.pyplot as plt
+
+    committed, learner = tmp_path / "committed", tmp_path / "parts"
+    committed.mkdir()
+    (committed / "11-two-blocks.json").write_text(json.dumps({"label": "eleven", "val_loss": 2.2}))
+    monkeypatch.setattr(ladder, "LADDER_DIR", committed)
+    monkeypatch.setenv("COURSE_MY_MODEL", str(learner))
+    monkeypatch.setenv(ladder.WRITE_ENV, "1")
+    figure = ladder.show_ladder("12-full-run", "full", 5.1, same_budget=False, corpus="tang_poems")
+    out = capsys.readouterr().out
+    assert "full: validation loss 5.100 nats/char on tang_poems (ln V = 8.672, V = 5,840)" in out
+    assert "not drawn among them" in out and "the rung before" not in out
+    labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    plt.close(figure)
+    assert labels == ["11  eleven"]  # the Shakespeare rungs only
+    assert not (committed / "12-full-run.json").exists() and not (learner / "ladder").exists()
+    with pytest.raises(ValueError, match=r"corpus='poems' is not a corpus of the course"):
+        ladder.show_ladder("12-full-run", "full", 5.1, corpus="poems")

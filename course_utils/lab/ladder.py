@@ -36,7 +36,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils.checks import check_instance, check_int
-from course_utils.data import get_batch, load_shakespeare, train_val_split
+from course_utils.data import get_batch
+from course_utils.lab.corpora import CorpusData, corpus_data
 from course_utils.lab.parts import parts_folder
 from course_utils.tokenization import CharTokenizer
 
@@ -82,10 +83,8 @@ class LadderData:
 @lru_cache(maxsize=1)
 def ladder_data() -> LadderData:
     """Shakespeare's characters, encoded and split 90 / 10 as in notebook 12 (cached)."""
-    text = load_shakespeare()
-    tokenizer = CharTokenizer.from_text(text)
-    train, val = train_val_split(tokenizer.encode_tensor(text))
-    return LadderData(tokenizer, train, val, len(tokenizer.vocab), LADDER.block_size)
+    data = corpus_data("shakespeare")
+    return LadderData(data.tokenizer, data.train, data.val, data.vocab_size, LADDER.block_size)
 
 
 def train_briefly(model: nn.Module, *, steps: int | None = None, seed: int = LADDER.seed) -> float:
@@ -198,6 +197,7 @@ def show_ladder(
     *,
     same_budget: bool = True,
     model: nn.Module | None = None,
+    corpus: str = "shakespeare",
 ) -> plt.Figure:
     """Print this notebook's rung (and a few lines its model writes) and draw the ladder.
 
@@ -209,6 +209,10 @@ def show_ladder(
         same_budget: False for a rung trained longer than :data:`LADDER` (notebook 12's full
             run); the comparison with the rung before then says so.
         model: the rung's trained model; when given, :func:`sample_text` prints what it writes.
+        corpus: the text ``val_loss`` was measured on (:data:`course_utils.lab.corpora.CORPORA`).
+            The rungs read Shakespeare; a loss on another text (the Chinese edition's Tang
+            poems, notebook 12) is on another scale: it is printed beside its ln V, the ladder
+            is drawn without it, and nothing is kept or checked.
 
     The earlier rungs are the learner's own where they ran them (kept in the parts folder by
     this function), else the course's committed values; the printed line says whose.
@@ -218,7 +222,7 @@ def show_ladder(
 
     Raises:
         TypeError / ValueError: a key or label that is not a str, a key not of the form
-            ``"NN-name"``, or a val_loss that is not a finite number.
+            ``"NN-name"``, a val_loss that is not a finite number, or an unknown corpus.
         AssertionError: with ``COURSE_CHECK_LADDER=1`` (make test), a rung at the ladder's
             budget more than :data:`RUNG_TOLERANCE` from its committed value.
     """
@@ -228,6 +232,8 @@ def show_ladder(
     course_run = "1" in (os.environ.get(WRITE_ENV), os.environ.get(CHECK_ENV))
     yours = {} if course_run else {k: r for k, r in learner_rungs().items() if k < key}
     rungs.update(yours)
+    if corpus_data(corpus).corpus != "shakespeare":
+        return _another_corpus(rungs, label, val_loss, corpus_data(corpus))
     rungs[key] = {"label": label, "val_loss": val_loss}
     if os.environ.get(WRITE_ENV) == "1":
         _write_rung(LADDER_DIR, key, label, val_loss)
@@ -251,6 +257,19 @@ def show_ladder(
         lines = sample_text(model).splitlines()[:3]
         print("it writes:\n" + "\n".join(f"    {line}" for line in lines))
     return _draw(rungs, key)
+
+
+def _another_corpus(rungs: dict, label: str, val_loss: float, data: CorpusData) -> plt.Figure:
+    """The rung of a run on another text than the ladder's: printed, not drawn among them."""
+    print(
+        f"{label}: validation loss {val_loss:.3f} nats/char on {data.corpus} "
+        f"(ln V = {math.log(data.vocab_size):.3f}, V = {data.vocab_size:,})"
+    )
+    print(
+        f"the ladder's rungs read Shakespeare (ln V = {_ln_vocab():.3f}): a loss on another text "
+        "is on another scale, so this run is not drawn among them"
+    )
+    return _draw(rungs, current="")
 
 
 def learner_rungs() -> dict[str, dict]:
@@ -331,7 +350,8 @@ def _draw(rungs: dict[str, dict], current: str) -> plt.Figure:
         ax.set_xlim(min(losses) - pad, max(losses) + pad)
     uniform = f"uniform guess: ln V = {_ln_vocab():.2f}"
     ax.set_xlabel(f"validation loss (nats/char), lower is better; {uniform}")
-    ax.set_title("The loss ladder (orange: this notebook, measured now)")
+    here = "orange: this notebook, measured now" if current in rungs else "on Shakespeare"
+    ax.set_title(f"The loss ladder ({here})")
     fig.tight_layout()
     plt.show()
     return fig
