@@ -291,3 +291,42 @@ def test_keeping_parts_on_drive_mounts_it_and_points_the_parts_there(tmp_path, m
     (tmp_path / "drive" / "MyDrive").mkdir(exist_ok=True)  # mounted already: not again
     parts.keep_parts_on_drive(str(target), mount_point=str(tmp_path / "drive"))
     assert len(mounted) == 1
+
+
+def _fake_colab(monkeypatch, tmp_path, mount):
+    colab = types.ModuleType("google.colab")
+    colab.drive = types.SimpleNamespace(mount=mount)
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    monkeypatch.setattr(parts, "_in_colab", lambda: True)
+    monkeypatch.delenv(parts.FOLDER_ENV, raising=False)
+    monkeypatch.setattr(parts, "MOUNT_POINT", str(tmp_path / "drive"))
+    target = tmp_path / "drive" / "MyDrive" / "transformer_course" / "my_model"
+    monkeypatch.setattr(parts, "DRIVE_FOLDER", str(target))
+    return target
+
+
+def test_in_colab_the_first_use_of_the_parts_folder_puts_it_on_the_drive(
+    tmp_path, monkeypatch, capsys
+):
+    """A Colab notebook is a new machine: without a call of the learner's, the parts folder is
+    on their Drive from the first part saved or read, and the Drive is mounted once."""
+    mounted = []
+    target = _fake_colab(monkeypatch, tmp_path, lambda where: mounted.append(where))
+    assert parts.parts_folder() == target and parts.parts_folder() == target
+    assert mounted == [str(tmp_path / "drive")]
+    assert capsys.readouterr().out == f"Your parts are kept on your Google Drive: {target}\n"
+
+
+def test_in_colab_a_declined_drive_keeps_the_parts_on_the_machine_and_says_so(
+    tmp_path, monkeypatch, capsys
+):
+    def decline(where):
+        raise ValueError("mount failed: the user declined")
+
+    _fake_colab(monkeypatch, tmp_path, decline)
+    monkeypatch.chdir(tmp_path)
+    assert parts.parts_folder() == tmp_path / "my_model"
+    out = capsys.readouterr().out
+    assert "kept on this Colab machine only" in out and "the user declined" in out
+    assert "run keep_parts_on_drive() to try the Drive again" in out
+    assert parts.parts_folder() == tmp_path / "my_model" and capsys.readouterr().out == ""

@@ -40,8 +40,16 @@ FOLDER_ENV = "COURSE_MY_MODEL"
 
 
 def parts_folder() -> Path:
-    """Where the learner's parts are kept: ``$COURSE_MY_MODEL``, else ``./my_model``."""
-    return Path(os.environ.get(FOLDER_ENV) or "my_model")
+    """Where the learner's parts are kept: ``$COURSE_MY_MODEL``; else, in Colab, a folder on
+    the learner's Google Drive, mounted the first time a notebook needs it (every notebook runs
+    on its own machine there: :func:`course_utils.lab.parts.parts_on_drive_in_colab`); else
+    ``./my_model``."""
+    chosen = os.environ.get(FOLDER_ENV)
+    if not chosen:
+        from course_utils.lab.parts import parts_on_drive_in_colab  # it imports this module
+
+        chosen = parts_on_drive_in_colab()  # None outside Colab
+    return Path(chosen or "my_model")
 
 
 def _provided() -> set[str]:

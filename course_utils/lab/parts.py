@@ -15,8 +15,10 @@ inside that file with its own checker, and the decoder with notebook 11's
 (:mod:`course_utils.exercises.assembly`), and replaces a part that fails by the solution,
 naming what was found, so notebook 12 always trains a working model.
 
-In Colab every notebook runs on its own machine: :func:`keep_parts_on_drive`, run at the top
-of each notebook, keeps the parts folder on the learner's Google Drive (with their consent).
+In Colab every notebook runs on its own machine: the first time a notebook needs the parts
+folder, :func:`parts_on_drive_in_colab` puts it on the learner's Google Drive (Colab asks them
+to allow it), so the next notebook finds their parts; :func:`keep_parts_on_drive` does it at
+once.
 """
 
 from __future__ import annotations
@@ -176,6 +178,7 @@ def _try_load(text: str, path: Path, module_name: str = "my_model") -> types.Mod
 # --- Colab: the parts kept on Google Drive ---------------------------------------------------
 
 DRIVE_FOLDER = "/content/drive/MyDrive/transformer_course/my_model"
+MOUNT_POINT = "/content/drive"
 
 
 def _in_colab() -> bool:
@@ -184,14 +187,12 @@ def _in_colab() -> bool:
     )
 
 
-def keep_parts_on_drive(
-    folder: str = DRIVE_FOLDER, mount_point: str = "/content/drive"
-) -> Path | None:
+def keep_parts_on_drive(folder: str = DRIVE_FOLDER, mount_point: str = MOUNT_POINT) -> Path | None:
     """In Colab, keep the learner's parts on their Google Drive, so the next notebook (a new
     machine) finds them: mounts the Drive at ``mount_point`` unless it is there (Colab asks
     the learner to allow it), creates ``folder`` and points :func:`parts_folder` there
-    (``COURSE_MY_MODEL``) for this notebook. Run it in each notebook, before its exercises.
-    Outside Colab it changes nothing and says where the parts are kept.
+    (``COURSE_MY_MODEL``) for this notebook. The first call of :func:`parts_folder` in a Colab
+    notebook does it too; outside Colab it changes nothing and says where the parts are kept.
 
     Returns:
         The folder on the Drive, or None outside Colab.
@@ -208,3 +209,27 @@ def keep_parts_on_drive(
     os.environ[FOLDER_ENV] = str(path)
     print(f"Your parts are kept on your Google Drive: {path}")
     return path
+
+
+def parts_on_drive_in_colab() -> str | None:
+    """The parts folder of a Colab notebook that has none yet: on the Google Drive
+    (:func:`keep_parts_on_drive`); if the learner declines the Drive or it cannot be mounted,
+    the machine's ``./my_model``, said in one line (the parts are then lost with the runtime).
+    Either way ``COURSE_MY_MODEL`` then names it, so the notebook asks once.
+
+    Returns:
+        The folder (a str), or None outside Colab.
+    """
+    if not _in_colab():
+        return None
+    try:
+        return str(keep_parts_on_drive(DRIVE_FOLDER, MOUNT_POINT))
+    except Exception as error:  # declined, timed out, or no Drive: Colab raises its own types
+        local = str(Path("my_model").resolve())
+        os.environ[FOLDER_ENV] = local
+        print(
+            f"Your parts are kept on this Colab machine only, in {local}: the Google Drive was "
+            f"not mounted ({error}). They are lost when the runtime stops; run "
+            "keep_parts_on_drive() to try the Drive again."
+        )
+        return local
