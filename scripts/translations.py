@@ -9,6 +9,11 @@ ties it to the notebook and the cell, and its ``msgstr`` is the Chinese (empty: 
     python scripts/translations.py build    # English + catalogues -> notebooks/zh/
     python scripts/translations.py check    # name every Chinese text out of date; exit 1
 
+The README is one more source, ``translations/zh/README.po`` its catalogue, README.zh.md its
+Chinese edition (``scripts/translation_readme.py``): each command does the notebooks, then the
+README; ``--only README`` (or ``--only notebooks``) does one of them. README.zh.md is written
+beside README.md, or into ``--out`` when that is not ``notebooks/zh`` (a preview).
+
 ``update`` keeps each translation where its English still is; when a cell's English changed
 it carries the old translation over marked ``fuzzy`` with the old English as
 ``#| msgid`` (a markdown cell always, a comment or string when the texts are alike); a
@@ -35,6 +40,7 @@ from typing import NamedTuple
 import polib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import translation_readme as readme  # noqa: E402
 import translation_texts as texts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,7 +154,7 @@ def update(notebooks: list[Path], folder: Path = CATALOGUES) -> dict[str, int]:
     """Rewrite ``folder``'s catalogues from ``notebooks``; counts of entries, translated,
     fuzzy and obsolete. A catalogue whose notebook is gone keeps its translations, obsolete."""
     folder.mkdir(parents=True, exist_ok=True)
-    old = {path: polib.pofile(str(path)) for path in sorted(folder.glob("*.po"))}
+    old = {path: polib.pofile(str(path)) for path in _notebook_catalogues(folder)}
     memory, used = _memory(old), set()
     plan = {nb: [[t, _same(t, memory, nb.stem)] for t in notebook_texts(nb)] for nb in notebooks}
     used = {id(old_entry) for pairs in plan.values() for _, old_entry in pairs if old_entry}
@@ -175,6 +181,11 @@ def update(notebooks: list[Path], folder: Path = CATALOGUES) -> dict[str, int]:
     return _counts(new.values())
 
 
+def _notebook_catalogues(folder: Path) -> list[Path]:
+    """``folder``'s catalogues of notebooks: README.po is the README's (its own update)."""
+    return [p for p in sorted(folder.glob("*.po")) if p.stem != readme.STEM]
+
+
 def _counts(catalogues) -> dict[str, int]:
     entries = [e for po in catalogues for e in po]
     return {
@@ -191,7 +202,7 @@ def out_of_date(notebooks: list[Path], folder: Path = CATALOGUES) -> list[str]:
     notebook gone. Read from the English notebooks as they are now, not from ``update``."""
     current = {nb.stem: {(t.cell, t.msgid) for t in notebook_texts(nb)} for nb in notebooks}
     stale = []
-    for path in sorted(folder.glob("*.po")):
+    for path in _notebook_catalogues(folder):
         for entry in polib.pofile(str(path)):
             if not entry.msgstr or entry.obsolete:
                 continue
@@ -289,39 +300,83 @@ class _Parser(argparse.ArgumentParser):
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = _Parser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["update", "build", "check"])
-    parser.add_argument("--all", action="store_true", help="build: every notebook")
+    parser.add_argument("--all", action="store_true", help="build: every notebook, the README")
+    parser.add_argument("--only", choices=["notebooks", readme.STEM], help="one of the two")
     parser.add_argument("--notebooks", type=Path, default=NOTEBOOKS, help="English notebooks")
+    parser.add_argument("--readme", type=Path, help="English README (default: beside notebooks)")
     parser.add_argument("--catalogues", type=Path, default=CATALOGUES, help="the .po files")
-    parser.add_argument("--out", type=Path, default=EDITION, help="build: Chinese notebooks")
+    parser.add_argument("--out", type=Path, help="build: Chinese notebooks (NOTEBOOKS/zh)")
     args = parser.parse_args(argv)
     if not english_notebooks(args.notebooks):
         parser.error(f"--notebooks {args.notebooks} holds no NN_name.ipynb notebook")
     if args.all and args.command != "build":
         parser.error(f"--all is an option of build, not of {args.command}")
-    if args.command == "build" and args.out.resolve() == args.notebooks.resolve():
+    if args.command == "build" and args.out and args.out.resolve() == args.notebooks.resolve():
         parser.error(f"--out {args.out} is the English folder; give another, e.g. notebooks/zh")
+    if args.readme is not None and not args.readme.is_file():
+        parser.error(f"--readme {args.readme} is not a file; give the English README.md")
+    edition = args.notebooks / "zh"
+    args.readme = args.readme or args.notebooks.parent / "README.md"
+    if args.only == readme.STEM and not args.readme.is_file():
+        parser.error(f"--only README: there is no {args.readme}; give --readme README.md")
+    args.out = args.out or edition
+    inside = args.out.resolve() == edition.resolve()
+    args.readme_out = args.readme.with_name("README.zh.md") if inside else args.out / "README.zh.md"
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _arguments(argv)
-    start, notebooks = time.perf_counter(), english_notebooks(args.notebooks)
-    if args.command == "update":
-        counts = update(notebooks, args.catalogues)
-        print(f"updated {args.catalogues}: " + ", ".join(f"{v:,} {k}" for k, v in counts.items()))
-    elif args.command == "build":
-        for notebook in notebooks:
+def _with_readme(args: argparse.Namespace) -> bool:
+    """The command does the README: not ``--only notebooks``, and a README or its catalogue."""
+    catalogue = args.catalogues / f"{readme.STEM}.po"
+    return args.only != "notebooks" and (args.readme.is_file() or catalogue.is_file())
+
+
+def _update(args: argparse.Namespace) -> int:
+    said = []
+    if args.only != readme.STEM:
+        said.append((args.catalogues, update(english_notebooks(args.notebooks), args.catalogues)))
+    if _with_readme(args):
+        po = readme.update_readme(args.readme, args.catalogues)
+        said.append((args.catalogues / f"{readme.STEM}.po", _counts([po])))
+    for where, counts in said:
+        print(f"updated {where}: " + ", ".join(f"{v:,} {k}" for k, v in counts.items()))
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    if args.only != readme.STEM:
+        for notebook in english_notebooks(args.notebooks):
             catalogue = args.catalogues / f"{notebook.stem}.po"
             if args.all or _complete(notebook, catalogue):
                 done, total = build(notebook, catalogue, args.out / notebook.name)
                 print(f"{args.out / notebook.name}: {done} of {total} texts translated")
-    else:
-        stale = out_of_date(notebooks, args.catalogues)
-        print("\n".join(stale) or "no Chinese text is out of date with its English source")
-        if stale:
-            print(f"{len(stale)} Chinese texts out of date: fix their entries in {args.catalogues}")
+    catalogue = args.catalogues / f"{readme.STEM}.po"
+    if _with_readme(args) and args.readme.is_file():
+        if args.all or readme.readme_complete(args.readme, catalogue):  # notebooks built first
+            where = (args.readme, catalogue, args.readme_out, args.notebooks, args.out)
+            done, total = readme.build_readme(*where)
+            print(f"{args.readme_out}: {done} of {total} blocks translated")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    stale = []
+    if args.only != readme.STEM:
+        stale += out_of_date(english_notebooks(args.notebooks), args.catalogues)
+    if _with_readme(args):
+        stale += readme.readme_out_of_date(args.readme, args.catalogues)
+    print("\n".join(stale) or "no Chinese text is out of date with its English source")
+    if stale:
+        print(f"{len(stale)} Chinese texts out of date: fix their entries in {args.catalogues}")
+    return 1 if stale else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    start = time.perf_counter()
+    status = {"update": _update, "build": _build, "check": _check}[args.command](args)
     print(f"{args.command} took {time.perf_counter() - start:.1f} s")
-    return 1 if args.command == "check" and stale else 0
+    return status
 
 
 def _complete(notebook: Path, catalogue: Path) -> bool:

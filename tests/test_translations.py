@@ -370,3 +370,230 @@ def test_a_cell_id_shared_by_two_notebooks_lends_no_fuzzy_translation(tmp_path):
         counts = tr.update([first, second], catalogues)
         assert counts == {"entries": 3, "translated": 2, "fuzzy": 0, "obsolete": 0}, counts
         assert tr.out_of_date([first, second], catalogues) == []
+
+
+# --- the README: one more source, README.zh.md its Chinese edition --------------------------------
+
+tr_readme = tr.readme  # scripts/translation_readme.py, as translations.py imports it
+FENCE = "```bash\nmake lab    # open the lab on your copies\nmake test\n```\n"
+README = (
+    "# A small course\n\n"
+    "Two notebooks: [tokens](notebooks/01_tokens.ipynb) and\n[more](notebooks/02_more.ipynb).\n\n"
+    f"## Quick start\n\n{FENCE}\nBoth commands are idempotent.\n\n"
+    "| # | notebook |\n|---|---|\n| 01 | [tokens](notebooks/01_tokens.ipynb) |\n\n"
+    "## 中文版: the Chinese edition\n\n- one catalogue per notebook;\n- the README too.\n"
+)
+README_ZH = {
+    "# A small course": "# 一门小课程",
+    "Two notebooks: [tokens](notebooks/01_tokens.ipynb) and\n[more](notebooks/02_more.ipynb).": (
+        "两个 notebook：[词元](notebooks/01_tokens.ipynb)和\n[更多](notebooks/02_more.ipynb)。"
+    ),
+    "## Quick start": "## 快速开始",
+    "Both commands are idempotent.": "两条命令都是幂等的。",
+    "| # | notebook |\n|---|---|\n| 01 | [tokens](notebooks/01_tokens.ipynb) |": (
+        "| # | notebook |\n|---|---|\n| 01 | [词元](notebooks/01_tokens.ipynb) |"
+    ),
+    "## 中文版: the Chinese edition": "## 中文版",
+    "- one catalogue per notebook;\n- the README too.": (
+        "- 每个 notebook 一个翻译目录；\n- README 也是。"
+    ),
+}
+
+
+@pytest.fixture
+def readme_edition(tmp_path):
+    """A README beside a notebooks folder, its catalogue made and translated whole; returns
+    the command line's folder arguments and the paths."""
+    notebooks, catalogues = tmp_path / "notebooks", tmp_path / "translations"
+    _notebook(notebooks, "01_tokens.ipynb", ENGLISH)
+    (tmp_path / "README.md").write_text(README, encoding="utf-8")
+    folders = ["--notebooks", str(notebooks), "--catalogues", str(catalogues)]
+    assert tr.main(["update", "--only", "README", *folders]) == 0
+    _translate(catalogues / "README.po", README_ZH)
+    return folders, tmp_path / "README.md", catalogues / "README.po", tmp_path / "README.zh.md"
+
+
+def test_a_readme_block_becomes_an_entry_with_its_section(readme_edition):
+    folders, readme, catalogue, _ = readme_edition
+    po = polib.pofile(str(catalogue))
+    assert [(e.msgctxt, e.msgid) for e in po] == [
+        (f"README#{section}", msgid)
+        for section, msgid in zip(
+            ["a-small-course"] * 2 + ["quick-start"] * 3 + ["中文版-the-chinese-edition"] * 2,
+            README_ZH,
+        )
+    ]  # the fenced block is no entry: commands stay as they are
+    assert [e.comment for e in po][2:5] == [
+        "heading in README section quick-start",
+        "paragraph in README section quick-start",
+        "table in README section quick-start",
+    ]
+    assert not any("make lab" in e.msgid for e in po)
+    assert "".join(p.source for p in tr_readme.pieces(README)) == README  # nothing lost
+    assert not (readme.parent / "translations" / "01_tokens.po").exists()  # --only README
+
+
+def test_a_list_parted_by_blank_lines_is_one_block_and_a_repeated_heading_its_own_section():
+    found = tr_readme.pieces("## Notes\n\n- one\n\n- two\n  wrapped\n\ntext\n\n## Notes\n\nx\n")
+    assert [(p.kind, p.section) for p in found if p.kind != "blank"] == [
+        ("heading", "notes"),
+        ("list", "notes"),
+        ("paragraph", "notes"),
+        ("heading", "notes-1"),
+        ("paragraph", "notes-1"),
+    ]
+    assert found[2].msgid == "- one\n\n- two\n  wrapped"
+
+
+def test_a_changed_readme_block_is_named_out_of_date(readme_edition, capsys):
+    folders, readme, catalogue, _ = readme_edition
+    assert tr_readme.readme_out_of_date(readme, catalogue.parent) == []
+    readme.write_text(
+        README.replace("are idempotent", "are idempotent and quick")
+        .replace("- the README too.\n", "")
+        .replace("## Quick start", "## Quick start, in two commands"),
+        encoding="utf-8",
+    )
+    stale = tr_readme.readme_out_of_date(readme, catalogue.parent)
+    assert len(stale) == 4, stale  # the renamed section's 3 blocks, and the changed list
+    assert "README.po README#quick-start: its English is no longer in that section" in stale[1]
+    assert "English: 'Both commands are idempotent.'" in stale[1]
+    assert tr.main(["check", *folders]) == 1
+    assert "4 Chinese texts out of date" in capsys.readouterr().out
+    po = tr_readme.update_readme(readme, catalogue.parent)
+    fuzzy = {e.msgid: e for e in po.fuzzy_entries()}
+    assert set(fuzzy) == {
+        "## Quick start, in two commands",
+        "Both commands are idempotent and quick.",
+        "- one catalogue per notebook;",
+    }  # the table, its English unchanged, keeps its translation in the renamed section
+    assert fuzzy["Both commands are idempotent and quick."].previous_msgid == (
+        "Both commands are idempotent."
+    )
+    assert fuzzy["Both commands are idempotent and quick."].msgstr == "两条命令都是幂等的。"
+    assert fuzzy["Both commands are idempotent and quick."].msgctxt == (
+        "README#quick-start-in-two-commands"
+    )
+    assert len(tr_readme.readme_out_of_date(readme, catalogue.parent)) == 3  # fuzzy: named
+    for entry in po.fuzzy_entries():
+        entry.flags.remove("fuzzy")
+    po.save()
+    assert tr_readme.readme_out_of_date(readme, catalogue.parent) == []
+
+
+def test_a_vanished_readme_block_becomes_obsolete_and_comes_back(readme_edition):
+    folders, readme, catalogue, _ = readme_edition
+    readme.write_text(README.replace("Both commands are idempotent.\n\n", ""), encoding="utf-8")
+    po = tr_readme.update_readme(readme, catalogue.parent)
+    assert [e.msgid for e in po.obsolete_entries()] == ["Both commands are idempotent."]
+    assert not po.fuzzy_entries() and tr_readme.readme_out_of_date(readme, catalogue.parent) == []
+    readme.write_text(README, encoding="utf-8")
+    po = tr_readme.update_readme(readme, catalogue.parent)
+    assert len(po.translated_entries()) == len(README_ZH) and not po.obsolete_entries()
+
+
+def test_a_block_rewritten_in_place_inherits_its_old_translation_as_fuzzy(readme_edition):
+    """However little alike, the one new block of a section where one block of its kind
+    vanished is that block rewritten: its translation comes along, fuzzy, old English beside."""
+    folders, readme, catalogue, _ = readme_edition
+    rewritten = "Run them again at will: nothing is redone."
+    readme.write_text(README.replace("Both commands are idempotent.", rewritten), encoding="utf-8")
+    po = tr_readme.update_readme(readme, catalogue.parent)
+    (fuzzy,) = po.fuzzy_entries()
+    assert (fuzzy.msgid, fuzzy.msgstr) == (rewritten, "两条命令都是幂等的。")
+    assert fuzzy.previous_msgid == "Both commands are idempotent." and not po.obsolete_entries()
+
+
+def test_build_writes_readme_zh_only_when_every_block_is_translated(readme_edition, capsys):
+    folders, readme, catalogue, chinese = readme_edition
+    po = polib.pofile(str(catalogue))
+    po[3].flags.append("fuzzy")  # "Both commands are idempotent." to be checked again
+    po.save()
+    assert tr.main(["build", *folders]) == 0
+    assert not chinese.exists() and "README.zh.md" not in capsys.readouterr().out
+    assert tr.main(["build", *folders, "--all"]) == 0
+    assert f"{chinese}: 6 of 7 blocks translated" in capsys.readouterr().out
+    assert "Both commands are idempotent." in chinese.read_text(encoding="utf-8")  # English kept
+    po[3].flags.remove("fuzzy")
+    po.save()
+    assert tr.main(["build", *folders]) == 0
+    assert f"{chinese}: 7 of 7 blocks translated" in capsys.readouterr().out
+    text = chinese.read_text(encoding="utf-8")
+    assert text.startswith("# 一门小课程\n\n两个 notebook：") and "两条命令都是幂等的。\n" in text
+    assert text.endswith("## 中文版\n\n- 每个 notebook 一个翻译目录；\n- README 也是。\n")
+
+
+def test_fenced_code_stays_as_is_in_the_chinese_readme(readme_edition):
+    folders, readme, catalogue, chinese = readme_edition
+    po = polib.pofile(str(catalogue))
+    fence = FENCE.strip()
+    po.append(polib.POEntry(msgctxt="README#quick-start", msgid=fence, msgstr="```\n改\n```"))
+    po.save()  # even a translation of the fence's text is not used
+    assert tr.main(["build", *folders]) == 0
+    text = chinese.read_text(encoding="utf-8")
+    assert f"## 快速开始\n\n{FENCE}\n两条命令都是幂等的。\n" in text
+    assert "改" not in text
+
+
+def test_a_notebook_link_points_into_zh_only_where_that_notebook_exists(readme_edition):
+    folders, readme, catalogue, chinese = readme_edition
+    _notebook(readme.parent / "notebooks" / "zh", "01_tokens.ipynb", ENGLISH)  # a Chinese 01
+    assert tr.main(["build", *folders]) == 0
+    text = chinese.read_text(encoding="utf-8")
+    assert "[词元](notebooks/zh/01_tokens.ipynb)和\n[更多](notebooks/02_more.ipynb)" in text
+    assert "| 01 | [词元](notebooks/zh/01_tokens.ipynb) |" in text
+    assert "notebooks/zh/02_more" not in text and "notebooks/01_tokens" not in text
+    preview = readme.parent / "preview"  # build --out elsewhere: the README goes there too
+    _notebook(preview, "01_tokens.ipynb", ENGLISH)
+    before = chinese.read_text(encoding="utf-8")
+    assert tr.main(["build", *folders, "--out", str(preview), "--only", "README"]) == 0
+    assert chinese.read_text(encoding="utf-8") == before
+    text = (preview / "README.zh.md").read_text(encoding="utf-8")
+    assert "[词元](01_tokens.ipynb)和\n[更多](../notebooks/02_more.ipynb)" in text
+
+
+def test_a_notebook_update_leaves_the_readme_catalogue_as_it_is(readme_edition, capsys):
+    folders, readme, catalogue, _ = readme_edition
+    before = catalogue.read_text(encoding="utf-8")
+    assert tr.main(["update", "--only", "notebooks", *folders]) == 0
+    assert catalogue.read_text(encoding="utf-8") == before
+    assert (catalogue.parent / "01_tokens.po").is_file()
+    assert tr.main(["update", *folders]) == 0  # both: the README's counts said
+    assert "README.po: 7 entries, 7 translated, 0 fuzzy, 0 obsolete" in capsys.readouterr().out
+    assert tr.out_of_date(tr.english_notebooks(readme.parent / "notebooks"), catalogue.parent) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["update", "--readme", "nowhere.md"], "--readme nowhere.md is not a file"),
+        (["check", "--only", "readme"], "argument --only: invalid choice: 'readme'"),
+    ],
+)
+def test_the_command_line_checks_its_readme_arguments_first(argv, said, capsys):
+    with pytest.raises(SystemExit) as stop:
+        tr.main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and said in err and err.count("\n") == 1, err
+
+
+def test_only_readme_needs_a_readme(tmp_path, capsys):
+    _notebook(tmp_path / "notebooks", "01_tokens.ipynb", ENGLISH)
+    with pytest.raises(SystemExit) as stop:
+        tr.main(["update", "--only", "README", "--notebooks", str(tmp_path / "notebooks")])
+    assert stop.value.code == 2 and "--only README: there is no" in capsys.readouterr().err
+
+
+def test_no_chinese_readme_block_is_out_of_date_and_readme_zh_is_current():
+    """The course's own README: every translated block still the English's, and README.zh.md
+    what build makes of README.md and README.po (run make translations after a change)."""
+    readme, catalogue = tr.ROOT / "README.md", tr.CATALOGUES / "README.po"
+    stale = tr_readme.readme_out_of_date(readme, tr.CATALOGUES)
+    assert not stale, "\n".join(stale)
+    chinese = tr.ROOT / "README.zh.md"
+    if chinese.is_file():
+        assert tr_readme.readme_complete(readme, catalogue), "README.po lacks blocks of README.md"
+        built, _, _ = tr_readme.chinese_readme(readme, catalogue, chinese, tr.NOTEBOOKS, tr.EDITION)
+        assert built == chinese.read_text(encoding="utf-8"), (
+            "README.zh.md is not current: run make translations"
+        )
