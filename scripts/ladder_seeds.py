@@ -36,20 +36,23 @@ D_MODEL, N_HEADS, D_FF = 32, 4, 128
 
 
 class Rung(nn.Module):
-    """The model so far: embedding (+ positions) -> the rung's mixing -> logits."""
+    """The model so far: embedding (+ positions) -> the rung's mixing -> logits. Two keys are
+    no rung but the positions experiment's (scripts/positions_experiment.py): ``03-positions``
+    (notebook 02's model plus the sinusoidal table) and ``07-no-positions`` (07's head without
+    the table)."""
 
     def __init__(self, key: str, vocab_size: int, block_size: int):
         super().__init__()
-        self.key, d = key, (24 if key == "02-embedding" else D_MODEL)
+        self.key, d = key, (24 if key in ("02-embedding", "03-positions") else D_MODEL)
         self.d_model = d
         self.table = (
             nn.Parameter(torch.zeros(vocab_size, vocab_size)) if key == "00-bigram" else None
         )
         self.token_embedding = nn.Embedding(vocab_size, d)
         nn.init.normal_(self.token_embedding.weight, std=0.02)  # as TokenEmbedding (02) and 07-11
-        if key != "02-embedding":  # notebook 02's model has no positions
-            self.register_buffer("pe", S.sinusoidal_table(block_size, d))
-        if key == "07-one-head":
+        positions = key not in ("02-embedding", "07-no-positions")  # 02's model has none
+        self.register_buffer("pe", S.sinusoidal_table(block_size, d) * positions)
+        if key in ("07-one-head", "07-no-positions"):
             self.w_q, self.w_k, self.w_v = (nn.Linear(d, d) for _ in range(3))
         if key in ("08-heads", "09-residual-layernorm", "10-feed-forward"):
             self.attention = S.MultiHeadAttention(d, N_HEADS)
@@ -66,10 +69,10 @@ class Rung(nn.Module):
         key, T = self.key, ids.shape[1]
         if key == "00-bigram":
             return self.table[ids]
-        if key == "02-embedding":
-            return self.lm_head(self.token_embedding(ids) * math.sqrt(self.d_model))
-        x = self.token_embedding(ids) * math.sqrt(self.d_model) + self.pe[:T]
-        if key == "07-one-head":
+        x = self.token_embedding(ids) * math.sqrt(self.d_model) + self.pe[:T]  # 02: pe is 0
+        if key in ("02-embedding", "03-positions"):
+            return self.lm_head(x)
+        if key in ("07-one-head", "07-no-positions"):
             x = S.attention(self.w_q(x), self.w_k(x), self.w_v(x), causal=True)
         elif key == "08-heads":
             x = self.attention(x)

@@ -249,10 +249,31 @@ def build(notebook: Path, catalogue: Path, out: Path) -> tuple[int, int]:
             source = translated
             cell["outputs"], cell["execution_count"] = [], None
         cell["source"] = source.splitlines(keepends=True)
+    _keep_outputs(out, chinese)
     if not _same_cells(out, chinese):  # unchanged: its executed outputs stay
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(chinese, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return len(wanted & set(table)), len(wanted)
+
+
+def _keep_outputs(path: Path, notebook: dict) -> None:
+    """When ``path`` holds the same code cells (ids, sources, order) as ``notebook``, give
+    ``notebook``'s code cells their executed outputs: a change of markdown alone leaves the
+    outputs true, so a retranslated paragraph needs no new run."""
+    if not path.is_file():
+        return
+    old = [
+        c for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"
+    ]
+    new = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    if [(c.get("id"), "".join(c["source"])) for c in old] == [
+        (c.get("id"), "".join(c["source"])) for c in new
+    ]:
+        for executed, cell in zip(old, new):
+            cell["outputs"], cell["execution_count"] = (
+                executed["outputs"],
+                executed["execution_count"],
+            )
 
 
 def _same_cells(path: Path, notebook: dict) -> bool:

@@ -240,6 +240,7 @@ def test_each_rung_is_below_the_one_before_by_more_than_its_seed_spread():
     "script, extra",
     [
         ("ladder_seeds.py", []),
+        ("positions_experiment.py", []),
         ("scale_experiment.py", [(["--d-k", "1"], "--d-k must be at least 2")]),
     ],
 )
@@ -309,3 +310,41 @@ def test_a_run_on_another_corpus_is_printed_not_kept(tmp_path, monkeypatch, caps
     assert not (committed / "12-full-run.json").exists() and not (learner / "ladder").exists()
     with pytest.raises(ValueError, match=r"corpus='poems' is not a corpus of the course"):
         ladder.show_ladder("12-full-run", "full", 5.1, corpus="poems")
+
+
+def _mean_and_spread(losses: list[float]) -> tuple[float, float]:
+    return sum(losses) / len(losses), max(losses) - min(losses)
+
+
+def test_positions_buy_nothing_alone_and_pay_off_with_attention():
+    """scripts/positions_experiment.py, three seeds at the ladder's budget: notebook 02's model
+    with the table is no lower than without it (no rung for 03 alone); 07's head without the
+    table is no lower than 02's model; with it, lower than without by more than the spreads.
+    Notebooks 03 and 07 quote the means."""
+    record = json.loads((ladder.LADDER_DIR / "positions.json").read_text(encoding="utf-8"))
+    assert len(record["seeds"]) >= 3
+    (emb, s_emb), (pos, s_pos), (bag, s_bag), (head, s_head) = (
+        _mean_and_spread(record[k])
+        for k in ("02-embedding", "03-positions", "07-no-positions", "07-one-head")
+    )
+    assert emb - pos < max(s_emb, s_pos), "positions alone now buy a rung: show it in 03"
+    assert emb - bag < max(s_emb, s_bag), "a head without positions now buys a rung"
+    assert bag - head > max(s_bag, s_head), "the table no longer lowers the head's loss"
+    notebooks = ladder.LADDER_DIR.parents[1] / "notebooks"
+    for name in ("03_positional_encoding", "07_softmax_and_weighted_values"):
+        cells = json.loads((notebooks / f"{name}.ipynb").read_text(encoding="utf-8"))["cells"]
+        text = " ".join(" ".join("".join(c["source"]) for c in cells).split())
+        for value in (emb, bag, head) + ((pos,) if name.startswith("03") else ()):
+            assert f"{value:.3f}" in text, f"{name} does not quote {value:.3f}"
+
+
+@pytest.mark.tooling
+def test_the_positions_script_trains_the_four_models(tmp_path):
+    from script_loader import load_script
+
+    script = load_script("scripts/positions_experiment.py", "positions_experiment_run")
+    out = tmp_path / "positions.json"
+    assert script.main(["--seeds", "0", "1", "--steps", "2", "--out", str(out)]) == 0
+    record = json.loads(out.read_text(encoding="utf-8"))
+    assert list(record) == ["seeds", *script.VARIANTS] and record["seeds"] == [0, 1]
+    assert record["07-no-positions"] != record["07-one-head"]  # the table changes the run

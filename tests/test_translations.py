@@ -355,6 +355,24 @@ def test_a_rebuild_that_changes_no_cell_keeps_the_executed_outputs(edition):
     assert code["outputs"] == [] and "# 样例文本" in "".join(code["source"])
 
 
+def test_a_rebuild_that_changes_markdown_only_keeps_the_executed_outputs(edition):
+    """A retranslated paragraph leaves every code cell as it ran: its outputs stay, so the
+    Chinese notebook needs no new run (its code would print the same)."""
+    notebook, catalogues, out = edition
+    built = out / notebook.name
+    tr.build(notebook, catalogues / "01_tokens.po", built)
+    executed = json.loads(built.read_text(encoding="utf-8"))
+    code = next(c for c in executed["cells"] if c["cell_type"] == "code")
+    code["outputs"], code["execution_count"] = [nbformat.v4.new_output("stream", text="9\n")], 1
+    built.write_text(json.dumps(executed, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    _translate(catalogues / "01_tokens.po", {INTRO: "# 01 · 词元（重译）"})
+    tr.build(notebook, catalogues / "01_tokens.po", built)
+    rebuilt = json.loads(built.read_text(encoding="utf-8"))
+    assert "# 01 · 词元（重译）" in "".join(rebuilt["cells"][0]["source"])
+    code = next(c for c in rebuilt["cells"] if c["cell_type"] == "code")
+    assert code["outputs"][0]["text"] == "9\n" and code["execution_count"] == 1
+
+
 def test_a_cell_id_shared_by_two_notebooks_lends_no_fuzzy_translation(tmp_path):
     """Ids such as cell-03 recur across notebooks: another notebook's cell-03 is no old version
     of this one's. The same comment translated in 13's cell-03 fills 09's (same words), and
@@ -370,6 +388,17 @@ def test_a_cell_id_shared_by_two_notebooks_lends_no_fuzzy_translation(tmp_path):
         counts = tr.update([first, second], catalogues)
         assert counts == {"entries": 3, "translated": 2, "fuzzy": 0, "obsolete": 0}, counts
         assert tr.out_of_date([first, second], catalogues) == []
+
+
+def test_the_corpus_keyword_is_the_editions_one_choice_in_code():
+    """Notebook 12 names its corpus in a ``corpus=`` literal: a text of the catalogue (the
+    Chinese edition says "tang_poems"), set aside when the two editions' code is compared."""
+    source = 'data = corpus_data(corpus="shakespeare")  # its characters\nx = f(label_size="no")\n'
+    found = [tt.span_text(source, span) for span in tt.code_spans(source)]
+    assert found == ['"shakespeare"', "# its characters"]
+    chinese = source.replace('"shakespeare"', '"tang_poems"').replace("its characters", "它的字符")
+    assert tt.code_skeleton(chinese) == tt.code_skeleton(source)
+    assert tt.code_skeleton(source.replace("corpus_data", "load")) != tt.code_skeleton(source)
 
 
 # --- the README: one more source, README.zh.md its Chinese edition --------------------------------
