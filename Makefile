@@ -178,7 +178,7 @@ work:
 	done
 
 STRICT_NBVAL = rm -rf .my_model_scratch && $(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest --nbval \
-	--nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=600 \
+	--nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=1200 \
 	-p no:cacheprovider
 
 test: setup
@@ -206,7 +206,7 @@ LADDER_CHAIN := $(foreach n,00 02 07 08 09 10 11 12 13,$(wildcard notebooks/$(n)
 OTHER_CHAIN := $(APPENDIX) $(filter-out $(LADDER_CHAIN) $(APPENDIX),$(LONGEST_FIRST)) \
 	$(filter-out $(LADDER_CHAIN) $(APPENDIX) $(LONGEST_FIRST),$(NOTEBOOKS))
 EXECUTE = env $(EXEC_ENV) $(OFFLINE_ENV) COURSE_WRITE_LADDER=1 "$(VENV)/bin/jupyter" nbconvert \
-	--to notebook --execute --inplace --ExecutePreprocessor.timeout=600 \
+	--to notebook --execute --inplace --ExecutePreprocessor.timeout=1200 \
 	--ExecutePreprocessor.kernel_name=python3 --ExecutePreprocessor.record_timing=False
 
 course: setup

@@ -119,6 +119,19 @@ def check_seed_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         parser.error(f"--out {args.out}: the folder {args.out.parent} does not exist")
 
 
+def over_seeds(name: str, make_model, args: argparse.Namespace) -> list[float]:
+    """Train ``make_model()`` once per seed of ``args.seeds`` with the ladder's budget (seed
+    ``s`` sets the initial weights and the windows) and return the validation losses."""
+    losses = []
+    for seed in args.seeds:
+        torch.manual_seed(seed)
+        model = make_model()
+        started = time.perf_counter()
+        losses.append(round(train_briefly(model, steps=args.steps, seed=seed), 6))
+        print(f"{name} seed {seed}: {losses[-1]:.3f} ({time.perf_counter() - started:.0f} s)")
+    return losses
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = seed_parser("ladder_seeds.py", __doc__, LADDER_DIR / "seeds.json")
     args = parser.parse_args(argv)
@@ -127,13 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     data = ladder_data()
     results = {}
     for key in RUNGS:
-        losses = []
-        for seed in args.seeds:
-            torch.manual_seed(seed)
-            model = Rung(key, data.vocab_size, data.block_size)
-            started = time.perf_counter()
-            losses.append(round(train_briefly(model, steps=args.steps, seed=seed), 6))
-            print(f"{key} seed {seed}: {losses[-1]:.3f} ({time.perf_counter() - started:.0f} s)")
+        losses = over_seeds(key, lambda key=key: Rung(key, data.vocab_size, data.block_size), args)
         results[key] = {"seeds": args.seeds, "val_loss": losses}
     args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")

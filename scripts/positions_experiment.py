@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -26,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from ladder_seeds import Rung, check_seed_args, seed_parser  # noqa: E402
+from ladder_seeds import Rung, check_seed_args, over_seeds, seed_parser  # noqa: E402
 
-from course_utils.lab.ladder import LADDER_DIR, ladder_data, train_briefly  # noqa: E402
+from course_utils.lab.ladder import LADDER_DIR, ladder_data  # noqa: E402
 
 #: The four models: without positions, then with them, for each of the two notebooks.
 VARIANTS = ("02-embedding", "03-positions", "07-no-positions", "07-one-head")
@@ -42,14 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     data = ladder_data()
     results: dict = {"seeds": args.seeds}
     for key in VARIANTS:
-        losses = []
-        for seed in args.seeds:
-            torch.manual_seed(seed)
-            model = Rung(key, data.vocab_size, data.block_size)
-            started = time.perf_counter()
-            losses.append(round(train_briefly(model, steps=args.steps, seed=seed), 6))
-            print(f"{key} seed {seed}: {losses[-1]:.3f} ({time.perf_counter() - started:.0f} s)")
-        results[key] = losses
+        results[key] = over_seeds(
+            key, lambda key=key: Rung(key, data.vocab_size, data.block_size), args
+        )
     args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
     return 0

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -29,10 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from course_utils.exercises import solution_model as S  # noqa: E402
-from course_utils.lab.ladder import LADDER_DIR, ladder_data, train_briefly  # noqa: E402
+from course_utils.lab.ladder import LADDER_DIR, ladder_data  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from ladder_seeds import check_seed_args, seed_parser  # noqa: E402
+from ladder_seeds import check_seed_args, over_seeds, seed_parser  # noqa: E402
 
 
 class OneHead(nn.Module):
@@ -72,14 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     data = ladder_data()
     results = {"d_k": args.d_k, "seeds": args.seeds}
     for name, scale in (("scaled", True), ("unscaled", False)):
-        losses = []
-        for seed in args.seeds:
-            torch.manual_seed(seed)
-            model = OneHead(data.vocab_size, data.block_size, args.d_k, scale)
-            started = time.perf_counter()
-            losses.append(round(train_briefly(model, steps=args.steps, seed=seed), 6))
-            print(f"{name} seed {seed}: {losses[-1]:.3f} ({time.perf_counter() - started:.0f} s)")
-        results[name] = losses
+        results[name] = over_seeds(
+            name,
+            lambda scale=scale: OneHead(data.vocab_size, data.block_size, args.d_k, scale),
+            args,
+        )
     args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
     return 0

@@ -187,15 +187,18 @@ def _pair_alike(pairs: list[list], memory: list[polib.POEntry], used: set[int]) 
 
 
 def _entry(text: Piece, old: polib.POEntry | None) -> polib.POEntry:
-    entry = polib.POEntry(
-        msgctxt=f"{STEM}#{text.section}",
-        msgid=text.msgid,
-        msgstr="",
-        comment=f"{text.kind} in README section {text.section or '(top)'}",
-    )
+    where = f"README section {text.section or '(top)'}"
+    return new_entry(f"{STEM}#{text.section}", text.msgid, f"{text.kind} in {where}", old)
+
+
+def new_entry(msgctxt: str, msgid: str, comment: str, old: polib.POEntry | None) -> polib.POEntry:
+    """A catalogue entry for an English text (a notebook's or the README's), carrying ``old``'s
+    translation: as it is when its English is the same, else marked fuzzy with the old English
+    (``#| msgid``) for a translator to check."""
+    entry = polib.POEntry(msgctxt=msgctxt, msgid=msgid, msgstr="", comment=comment)
     if old is not None:
         entry.msgstr = old.msgstr
-        if old.msgid != text.msgid or old.fuzzy:
+        if old.msgid != msgid or old.fuzzy:
             entry.flags.append("fuzzy")
             entry.previous_msgid = old.previous_msgid or old.msgid
     return entry

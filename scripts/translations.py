@@ -130,18 +130,9 @@ def _alike(
 
 
 def _entry(stem: str, text: Text, old: polib.POEntry | None) -> polib.POEntry:
-    entry = polib.POEntry(
-        msgctxt=f"{stem}#{text.cell}",
-        msgid=text.msgid,
-        msgstr="",
-        comment=f"{text.kind} in cell {text.cell}",
+    return readme.new_entry(
+        f"{stem}#{text.cell}", text.msgid, f"{text.kind} in cell {text.cell}", old
     )
-    if old is not None:
-        entry.msgstr = old.msgstr
-        if old.msgid != text.msgid or old.fuzzy:
-            entry.flags.append("fuzzy")
-            entry.previous_msgid = old.previous_msgid or old.msgid
-    return entry
 
 
 def new_catalogue() -> polib.POFile:
