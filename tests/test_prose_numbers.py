@@ -303,3 +303,55 @@ def test_notebook_12_t4_estimate_is_its_arithmetic():
         assert claim in text, claim
     short = (1000 * chars + 3 * 100 * chars / 3) * per_char / rate / 60
     assert f"max_iters=1000)` (about {round(short)} minutes" in text, short
+
+
+NB12_ZH = ROOT / "notebooks" / "zh" / "12_training_tiny_decoder.ipynb"
+
+
+def _vocabularies(path: Path) -> dict[str, tuple[str, ...]]:
+    """Notebook 12's two vocabulary lines, per tokenizer: (tokens, V, % seen once, ln V, table
+    weights, times the rest) as printed (the Chinese edition prints the same fields)."""
+    counts = output_of(path, 'vocabularies["jieba words"] > 5')
+    tables = output_of(path, "table / rest")
+    found = {}
+    for name in ("characters", "jieba words"):
+        count = find(rf"{name} +([\d,]+) \D+?V = +([\d,]+)\D*?(\d+)%.*?ln V = {NUMBER}", counts)
+        table = find(rf"{name} +\D+?([\d,]+) .*?{NUMBER} (?:x|倍)", tables)
+        found[name] = count + table
+    return found
+
+
+def test_notebook_12_vocabulary_paragraph_quotes_both_editions_runs():
+    """The paragraph after "Characters or words" quotes the English run (Shakespeare) and the
+    Chinese edition's (Tang poems): V, tokens, ln V, the share seen once and the table's size."""
+    text = " ".join(markdown(NB12).split())
+    english, chinese = _vocabularies(NB12), _vocabularies(NB12_ZH)
+    chars, words = english["characters"], english["jieba words"]
+    share = round(100 * int(words[0].replace(",", "")) / int(chars[0].replace(",", "")))
+    assert f"words cut the text to {share} % as many tokens ({words[0]} for {chars[0]}" in text
+    assert f"V grows from {chars[1]} to {words[1]} and ln V from {chars[3]} to {words[3]}" in text
+    assert int(words[2]) > 50 and "more than half of those words occur once" in text
+    assert f"word table alone would be {words[5]} times" in text
+    assert f"the character table is {chars[5]} times" in text
+    chars, words = chinese["characters"], chinese["jieba words"]
+    assert f"{chars[1]} in this sample (5,840 in the whole corpus), ln V = {chars[3]}" in text
+    assert f"a character table {chars[5]} times the rest" in text
+    assert f"jieba's words would make V {words[1]} (ln V = {words[3]}), three in four" in text
+    assert 70 <= int(words[2]) <= 80
+
+
+def test_the_chinese_notebook_12_describes_its_own_run_on_tang_poems():
+    """The Chinese edition trains on Tang poems: its prose quotes its own run (validation loss,
+    time beside the English run's, the head that looks back to the line's start)."""
+    text = markdown(NB12_ZH)
+    val = find(rf"验证损失 {NUMBER} 奈特/字符", output_of(NB12_ZH, "val_loss = estimate_loss"))[0]
+    assert f"验证损失（那个圆点）为 {val}" in text and f"（验证损失 {val}）" in text
+    zh_seconds = find(r"2000 步用时 (\d+) 秒", output_of(NB12_ZH, "range(train_config.max_iters)"))
+    en_seconds = find(r"2000 steps in (\d+) s", output_of(NB12, "range(train_config.max_iters)"))
+    assert f"（{zh_seconds[0]} 秒，同一台机器在莎士比亚文本上用了 {en_seconds[0]} 秒）" in text
+    heads = output_of(NB12_ZH, "plot_attention_heads(weights")
+    weights, even = find(rf"the last break +头 0-3 的权重：([\d., ]+)（均匀分布：{NUMBER}）", heads)
+    weights = [float(w) for w in weights.split(", ")]
+    best = max(weights)
+    assert f"头 {weights.index(best)} 把 {best:.2f} 的权重放在最后一个分隔处" in text
+    assert f"约为均匀份额的 {round(best / float(even))} 倍" in text
