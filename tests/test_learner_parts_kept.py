@@ -18,7 +18,7 @@ from torch import nn
 
 import course_utils.exercises.solution_model as solution
 from course_utils.exercises import check_attention, check_feed_forward
-from course_utils.lab import parts
+from course_utils.lab import drive, parts
 
 
 @pytest.fixture
@@ -266,7 +266,7 @@ def test_my_model_names_a_part_right_alone_but_wrong_inside_the_decoder(folder, 
 
 
 def test_keeping_parts_on_drive_does_nothing_outside_colab(folder, monkeypatch, capsys):
-    monkeypatch.setattr(parts, "_in_colab", lambda: False)
+    monkeypatch.setattr(drive, "in_colab", lambda: False)
     assert parts.keep_parts_on_drive() is None
     assert (
         capsys.readouterr().out
@@ -277,11 +277,10 @@ def test_keeping_parts_on_drive_does_nothing_outside_colab(folder, monkeypatch, 
 
 def test_keeping_parts_on_drive_mounts_it_and_points_the_parts_there(tmp_path, monkeypatch, capsys):
     mounted = []
-    drive = types.SimpleNamespace(mount=lambda where: mounted.append(where))
     colab = types.ModuleType("google.colab")
-    colab.drive = drive
+    colab.drive = types.SimpleNamespace(mount=lambda where: mounted.append(where))
     monkeypatch.setitem(sys.modules, "google.colab", colab)
-    monkeypatch.setattr(parts, "_in_colab", lambda: True)
+    monkeypatch.setattr(drive, "in_colab", lambda: True)
     monkeypatch.delenv(parts.FOLDER_ENV, raising=False)
     target = tmp_path / "drive" / "MyDrive" / "transformer_course" / "my_model"
     found = parts.keep_parts_on_drive(str(target), mount_point=str(tmp_path / "drive"))
@@ -297,11 +296,11 @@ def _fake_colab(monkeypatch, tmp_path, mount):
     colab = types.ModuleType("google.colab")
     colab.drive = types.SimpleNamespace(mount=mount)
     monkeypatch.setitem(sys.modules, "google.colab", colab)
-    monkeypatch.setattr(parts, "_in_colab", lambda: True)
+    monkeypatch.setattr(drive, "in_colab", lambda: True)
     monkeypatch.delenv(parts.FOLDER_ENV, raising=False)
-    monkeypatch.setattr(parts, "MOUNT_POINT", str(tmp_path / "drive"))
+    monkeypatch.setattr(drive, "MOUNT_POINT", str(tmp_path / "drive"))
     target = tmp_path / "drive" / "MyDrive" / "transformer_course" / "my_model"
-    monkeypatch.setattr(parts, "DRIVE_FOLDER", str(target))
+    monkeypatch.setattr(drive, "DRIVE_FOLDER", str(target))
     return target
 
 

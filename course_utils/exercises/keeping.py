@@ -21,6 +21,7 @@ from pathlib import Path
 
 import course_utils.exercises.solution_model as solution_model
 from course_utils.exercises.sources import MissingHelper, source_of, with_helpers
+from course_utils.lab.drive import FOLDER_ENV, parts_on_drive_in_colab
 
 __all__ = ["FOLDER_ENV", "PARTS", "keep", "parts_folder", "quietly", "quiet_verdict"]
 
@@ -36,19 +37,14 @@ PARTS = {
     "Block": "11",
     "Decoder": "11",
 }
-FOLDER_ENV = "COURSE_MY_MODEL"
 
 
 def parts_folder() -> Path:
     """Where the learner's parts are kept: ``$COURSE_MY_MODEL``; else, in Colab, a folder on
     the learner's Google Drive, mounted the first time a notebook needs it (every notebook runs
-    on its own machine there: :func:`course_utils.lab.parts.parts_on_drive_in_colab`); else
+    on its own machine there: :func:`course_utils.lab.drive.parts_on_drive_in_colab`); else
     ``./my_model``."""
-    chosen = os.environ.get(FOLDER_ENV)
-    if not chosen:
-        from course_utils.lab.parts import parts_on_drive_in_colab  # it imports this module
-
-        chosen = parts_on_drive_in_colab()  # None outside Colab
+    chosen = os.environ.get(FOLDER_ENV) or parts_on_drive_in_colab()  # None outside Colab
     return Path(chosen or "my_model")
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import importlib.util
 import linecache
-import os
 import sys
 import tempfile
 import types
@@ -43,6 +42,11 @@ from course_utils.exercises.keeping import (  # noqa: F401 (this module's API, k
     parts_folder,
     save_part,
     solution_source,
+)
+from course_utils.lab.drive import (  # noqa: F401 (notebook 00 and the README name them here)
+    DRIVE_FOLDER,
+    keep_parts_on_drive,
+    parts_on_drive_in_colab,
 )
 
 HEADER = '''"""My decoder-only Transformer: the parts of notebooks 03-11 in one file, each marked as
@@ -173,63 +177,3 @@ def _try_load(text: str, path: Path, module_name: str = "my_model") -> types.Mod
         return _load(text, path, module_name)
     except Exception as error:  # the learner's code may fail in any way
         return f"fails to load ({type(error).__name__}: {error})"
-
-
-# --- Colab: the parts kept on Google Drive ---------------------------------------------------
-
-DRIVE_FOLDER = "/content/drive/MyDrive/transformer_course/my_model"
-MOUNT_POINT = "/content/drive"
-
-
-def _in_colab() -> bool:
-    return importlib.util.find_spec("google") is not None and (
-        importlib.util.find_spec("google.colab") is not None
-    )
-
-
-def keep_parts_on_drive(folder: str = DRIVE_FOLDER, mount_point: str = MOUNT_POINT) -> Path | None:
-    """In Colab, keep the learner's parts on their Google Drive, so the next notebook (a new
-    machine) finds them: mounts the Drive at ``mount_point`` unless it is there (Colab asks
-    the learner to allow it), creates ``folder`` and points :func:`parts_folder` there
-    (``COURSE_MY_MODEL``) for this notebook. The first call of :func:`parts_folder` in a Colab
-    notebook does it too; outside Colab it changes nothing and says where the parts are kept.
-
-    Returns:
-        The folder on the Drive, or None outside Colab.
-    """
-    if not _in_colab():
-        print(f"Not in Colab: your parts are kept in {parts_folder()} on this machine.")
-        return None
-    from google.colab import drive
-
-    if not (Path(mount_point) / "MyDrive").is_dir():
-        drive.mount(mount_point)
-    path = Path(folder)
-    path.mkdir(parents=True, exist_ok=True)
-    os.environ[FOLDER_ENV] = str(path)
-    print(f"Your parts are kept on your Google Drive: {path}")
-    return path
-
-
-def parts_on_drive_in_colab() -> str | None:
-    """The parts folder of a Colab notebook that has none yet: on the Google Drive
-    (:func:`keep_parts_on_drive`); if the learner declines the Drive or it cannot be mounted,
-    the machine's ``./my_model``, said in one line (the parts are then lost with the runtime).
-    Either way ``COURSE_MY_MODEL`` then names it, so the notebook asks once.
-
-    Returns:
-        The folder (a str), or None outside Colab.
-    """
-    if not _in_colab():
-        return None
-    try:
-        return str(keep_parts_on_drive(DRIVE_FOLDER, MOUNT_POINT))
-    except Exception as error:  # declined, timed out, or no Drive: Colab raises its own types
-        local = str(Path("my_model").resolve())
-        os.environ[FOLDER_ENV] = local
-        print(
-            f"Your parts are kept on this Colab machine only, in {local}: the Google Drive was "
-            f"not mounted ({error}). They are lost when the runtime stops; run "
-            "keep_parts_on_drive() to try the Drive again."
-        )
-        return local
