@@ -137,6 +137,7 @@ def cl100k() -> tiktoken.Encoding:
     return load_encoding("cl100k_base")
 
 
+@pytest.mark.tooling  # slow (make test-tooling, CI): keeps make test under 5 minutes
 def test_cl100k_merges_recovered_by_hand_reproduce_tiktoken(cl100k, shakespeare_text):
     """An independent check of encode: run this module's BPE with the merges behind
     cl100k_base (recovered from its ranks) and its split pattern; every id must equal

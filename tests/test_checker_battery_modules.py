@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 from checker_verdict import is_generic, run_battery
@@ -367,6 +368,7 @@ ENTRIES = [
 ]
 
 
+@pytest.mark.tooling  # slow (make test-tooling, CI): keeps make test under 5 minutes
 def test_module_battery(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("COURSE_MY_MODEL", str(tmp_path / "my_model"))
     found = run_battery(ENTRIES, capsys)

@@ -311,6 +311,7 @@ def test_conversion_uses_transformers_float32_angles_and_they_matter_at_2048():
     assert (RotaryEmbedding(d_k, length)(mine) - theirs).abs().max() > 1e-5
 
 
+@pytest.mark.tooling  # slow (make test-tooling, CI): keeps make test under 5 minutes
 def test_the_rotation_is_transformers_own_at_qwen3_s_32768_positions():
     from transformers.models.qwen3.modeling_qwen3 import Qwen3RotaryEmbedding
 

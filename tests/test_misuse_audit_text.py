@@ -46,6 +46,7 @@ def test_split_words_refuses_non_bool_hmm(hmm):
         split_words("他来到了网易杭研大厦", hmm=hmm)
 
 
+@pytest.mark.tooling  # slow (make test-tooling, CI): keeps make test under 5 minutes
 def test_split_words_bool_hmm_unchanged():
     import jieba
 

@@ -16,6 +16,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from course_utils.measure.compare_blocks import load_records
@@ -176,6 +177,7 @@ def test_readme_rope_paragraph_quotes_the_records():
     )
 
 
+@pytest.mark.tooling  # slow (make test-tooling, CI): keeps make test under 5 minutes
 def test_notebook_12_initial_loss_at_the_gpu_size():
     """Notebook 12's note on the cap: at d_model 384 with every table at 0.02 the first loss
     is further from ln V than the cell allows (0.15); with the tied table capped at
