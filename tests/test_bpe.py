@@ -66,6 +66,7 @@ def test_merge_pair_scans_left_to_right_and_keeps_its_input():
     assert merge_pair([], (1, 2), 9) == []
 
 
+@pytest.mark.tooling  # slow (make test-tooling, CI): keeps make test under 5 minutes
 @pytest.mark.parametrize(("start", "length", "merges"), [(0, 8_000, 120), (2_000_000, 6_000, 150)])
 def test_training_matches_tiktokens_educational_trainer(shakespeare_text, start, length, merges):
     """tiktoken._educational.bpe_train recounts every pair at every step (no bookkeeping to get
@@ -222,6 +223,7 @@ def test_decode_rejects_out_of_range_ids():
         bpe.decode([97, 257])
 
 
+@pytest.mark.tooling  # slow (make test-tooling, CI): keeps make test under 5 minutes
 def test_module_examples_run(monkeypatch, tmp_path):
     """The docstring examples of course_utils.tokenization (CharTokenizer, BPE, jieba)."""
     import jieba

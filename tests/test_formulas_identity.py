@@ -53,6 +53,7 @@ def test_rmsnorm_of_more_than_256_channels():
     torch.testing.assert_close(RMSNorm(300)(x), expected)
 
 
+@pytest.mark.tooling  # slow (make test-tooling, CI): keeps make test under 5 minutes
 def test_the_last_step_is_evaluated_and_saved_once_past_256_steps(tmp_path, monkeypatch):
     """max_iters = 260 with eval_interval = 100: evaluations (and checkpoints) at 100, 200
     and the end, 260; the end is not saved a second time."""

@@ -93,6 +93,7 @@ def test_make_gpu_check_dry_run_needs_no_setup(tmp_path):
     )
 
 
+@pytest.mark.tooling  # slow (make test-tooling, CI): keeps make test under 5 minutes
 def test_a_step_past_its_limit_is_stopped_and_the_next_still_runs(tmp_path):
     steps = [
         gpu_check.Step("slow", "echo started; sleep 30; echo fin${x}ished", 1),
@@ -121,6 +122,7 @@ def test_the_steps_parse():
     assert ("fast", "bfloat16", True) in variants and ("teaching", "bfloat16", False) in variants
 
 
+@pytest.mark.tooling  # slow (make test-tooling, CI): keeps make test under 5 minutes
 def test_the_profile_step_runs_on_the_cpu():
     from course_utils.measure.benchmark_profile import profile_training_step
 

@@ -221,6 +221,7 @@ def test_time_per_token_returns_one_positive_time_per_length():
         time_per_token(model, [15], use_cache=True, repeats=3)
 
 
+@pytest.mark.tooling  # slow (make test-tooling, CI): keeps make test under 5 minutes
 def test_the_shipped_baby_model_generates_the_same_with_and_without_the_cache():
     try:
         asset_path("checkpoints/baby.pt")

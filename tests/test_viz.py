@@ -115,6 +115,7 @@ def _pixel_width(fig) -> int:
     return int(width_in * 100)
 
 
+@pytest.mark.tooling  # slow (make test-tooling, CI): keeps make test under 5 minutes
 @pytest.mark.parametrize(
     ("heads", "length", "columns"),
     [(3, 6, 3), (4, 6, 2), (8, 6, 3), (4, 27, 2)]
