@@ -336,8 +336,10 @@ def test_notebook_12_vocabulary_paragraph_quotes_both_editions_runs():
     assert f"word table alone would be {words[5]} times" in text
     assert f"the character table is {chars[5]} times" in text
     chars, words = chinese["characters"], chinese["jieba words"]
-    assert f"{chars[1]} in this sample (5,840 in the whole corpus), ln V = {chars[3]}" in text
-    assert f"a character table {chars[5]} times the rest" in text
+    assert f"{chars[1]} in this sample (ln V = {chars[3]}), 5,840 in the whole corpus" in text
+    assert f"a table {chars[5]} times the rest" in text
+    rest = int(find(r"[(（]([\d,]+)[)）]", output_of(NB12_ZH, "table / rest"))[0].replace(",", ""))
+    assert f"make it {5_840 * 96 / rest:.2f} times" in text  # the cpu size: d_model 96
     assert f"jieba's words would make V {words[1]} (ln V = {words[3]}), three in four" in text
     assert 70 <= int(words[2]) <= 80
 
