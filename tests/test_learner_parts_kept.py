@@ -329,3 +329,18 @@ def test_in_colab_a_declined_drive_keeps_the_parts_on_the_machine_and_says_so(
     assert "kept on this Colab machine only" in out and "the user declined" in out
     assert "run keep_parts_on_drive() to try the Drive again" in out
     assert parts.parts_folder() == tmp_path / "my_model" and capsys.readouterr().out == ""
+
+
+def test_a_solution_cell_with_its_words_translated_is_still_the_courses():
+    """The Chinese edition's solution cells translate comments and messages: the checker
+    still knows them as the course's solution, and saves nothing as the learner's part; a
+    change of code is not a translation."""
+    from course_utils.exercises.keeping import _is_solution
+
+    english = parts.solution_source("FeedForward")
+    chinese = english.replace(
+        "# (B, T, C) -> (B, T, d_ff) -> (B, T, C)", "# 形状：(B, T, C) -> (B, T, C)"
+    )
+    assert chinese != english and _is_solution("FeedForward", chinese)
+    assert not _is_solution("FeedForward", chinese.replace("F.gelu", "F.relu"))
+    assert not _is_solution("FeedForward", "def FeedForward(:")  # does not parse: not it
