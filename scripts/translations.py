@@ -240,42 +240,32 @@ def build(notebook: Path, catalogue: Path, out: Path) -> tuple[int, int]:
             source = translated
             cell["outputs"], cell["execution_count"] = [], None
         cell["source"] = source.splitlines(keepends=True)
-    _keep_outputs(out, chinese)
-    if not _same_cells(out, chinese):  # unchanged: its executed outputs stay
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(chinese, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    _write_keeping_outputs(out, chinese)
     return len(wanted & set(table)), len(wanted)
 
 
-def _keep_outputs(path: Path, notebook: dict) -> None:
-    """When ``path`` holds the same code cells (ids, sources, order) as ``notebook``, give
-    ``notebook``'s code cells their executed outputs: a change of markdown alone leaves the
-    outputs true, so a retranslated paragraph needs no new run."""
-    if not path.is_file():
-        return
-    old = [
-        c for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"
-    ]
-    new = [c for c in notebook["cells"] if c["cell_type"] == "code"]
-    if [(c.get("id"), "".join(c["source"])) for c in old] == [
-        (c.get("id"), "".join(c["source"])) for c in new
-    ]:
-        for executed, cell in zip(old, new):
-            cell["outputs"], cell["execution_count"] = (
-                executed["outputs"],
-                executed["execution_count"],
-            )
+def _write_keeping_outputs(path: Path, notebook: dict) -> None:
+    """Write ``notebook`` to ``path``, unless ``path`` already holds the same cells (ids, types,
+    sources): then it stays as it is, outputs and all. When only markdown changed (the same code
+    cells, in order), ``notebook``'s code cells take the executed outputs: they are still true,
+    so a retranslated paragraph needs no new run."""
+    if path.is_file():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if _cells(old) == _cells(notebook):
+            return
+        code = [c for c in old["cells"] if c["cell_type"] == "code"]
+        new = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+        if _cells({"cells": code}) == _cells({"cells": new}):
+            for executed, cell in zip(code, new):
+                cell["outputs"] = executed["outputs"]
+                cell["execution_count"] = executed["execution_count"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _same_cells(path: Path, notebook: dict) -> bool:
-    """``path`` holds a notebook with the same cells (ids, types, sources) as ``notebook``."""
-    if not path.is_file():
-        return False
-
-    def cells(nb: dict) -> list[tuple]:
-        return [(c.get("id"), c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
-
-    return cells(json.loads(path.read_text(encoding="utf-8"))) == cells(notebook)
+def _cells(notebook: dict) -> list[tuple]:
+    """A notebook's cells as (id, type, source): what a rebuild compares."""
+    return [(c.get("id"), c["cell_type"], "".join(c["source"])) for c in notebook["cells"]]
 
 
 def _check_same_code(notebook: Path, cell: str, english: str, chinese: str) -> None:
