@@ -51,6 +51,7 @@ from torch import nn
 from course_utils.checks import check_instance, check_int, check_tensor
 from course_utils.hf_fields import check_converted_config as check_config
 from course_utils.hf_fields import check_fields, check_lm_head, check_state_dict
+from course_utils.lab.language import tr
 from course_utils.modern_model import ModernConfig, ModernDecoder
 from course_utils.rotary import check_rotary_width
 
@@ -378,10 +379,12 @@ def gpt2_124m_config() -> ModernConfig:
 def _why_not_downloaded(error: Exception) -> str:
     """A few words for the learner: no connection, a missing package, or the error itself."""
     if isinstance(error, ImportError):
-        return f"{error.name or 'a package it needs'} is not installed"
+        if error.name:
+            return tr("{package} is not installed").format(package=error.name)
+        return tr("a package it needs is not installed")
     if isinstance(error, OSError):  # socket errors: no route, no name lookup, refused, timeout
-        return "offline (no connection to huggingface.co)"
-    return f"the download failed ({error})"
+        return tr("offline (no connection to huggingface.co)")
+    return tr("the download failed ({error})").format(error=error)
 
 
 def load_gpt2_124m() -> ModernDecoder | None:
@@ -395,9 +398,11 @@ def load_gpt2_124m() -> ModernDecoder | None:
         socket.create_connection(("huggingface.co", 443), timeout=3).close()
         path = hf_hub_download(GPT2_REPO, "model.safetensors")
     except Exception as error:  # offline, blocked, no huggingface_hub: one line, no failure
-        print(f"{_why_not_downloaded(error)}: this cell needs the internet to download GPT-2 "
-              f"124M ({GPT2_REPO}, about 550 MB) and generate with the course's own code; "
-              "skipped")  # fmt: skip
+        said = tr(
+            "{why}: this cell needs the internet to download GPT-2 124M ({repo}, about 550 MB) "
+            "and generate with the course's own code; skipped"
+        )
+        print(said.format(why=_why_not_downloaded(error), repo=GPT2_REPO))
         return None
     config = gpt2_124m_config()
     model = ModernDecoder(config)

@@ -26,6 +26,7 @@ import torch
 from course_utils.config import POSITIONAL_KINDS, PRESETS, ModelConfig, TrainConfig
 from course_utils.data import load_shakespeare, train_val_split
 from course_utils.lab.device import describe_device, get_device, seed_everything
+from course_utils.lab.language import tr
 from course_utils.lab.rehearsal import describe_rehearsal, rehearsal_overrides
 from course_utils.measure.cli import check_non_negative, check_out_path
 from course_utils.model import TinyDecoder
@@ -296,10 +297,14 @@ def _run(
     if rank != 0:
         return None
     for step, train_loss, val_loss in zip(history.step, history.train_loss, history.val_loss):
-        print(f"step {step:5d}: train {train_loss:.4f}, val {val_loss:.4f}")
+        print(
+            tr("step {step:5d}: train {train:.4f}, val {val:.4f}").format(
+                step=step, train=train_loss, val=val_loss
+            )
+        )
     if args.export:
         save_checkpoint(args.export, run.model, None, history.step[-1], run.train_config, history)
-        print(f"weights exported to {args.export}")
+        print(tr("weights exported to {path}").format(path=args.export))
     _print_sample(run, args.samples)
     summary = {
         "config": args.config,
@@ -311,21 +316,40 @@ def _run(
         "tokens_per_second": history.tokens_per_second,
     }
     print(
-        f"final val loss {summary['final_val_loss']:.4f} nats/char; "
-        f"training {summary['train_seconds']:.1f} s "
-        f"({summary['tokens_per_second']:,.0f} tokens/s), "
-        f"wall {summary['wall_seconds']:.1f} s; checkpoint {checkpoint}"
+        tr(
+            "final val loss {loss:.4f} nats/char; training {train_seconds:.1f} s "
+            "({tokens_per_second:,.0f} tokens/s), wall {wall_seconds:.1f} s; "
+            "checkpoint {checkpoint}"
+        ).format(
+            loss=summary["final_val_loss"],
+            train_seconds=summary["train_seconds"],
+            tokens_per_second=summary["tokens_per_second"],
+            wall_seconds=summary["wall_seconds"],
+            checkpoint=checkpoint,
+        )
     )
     return summary
 
 
 def _print_setup(run: CommandRun, world_size: int) -> None:
     """The preset, the device, the model's size, the data and the precision."""
-    print(f"config {run.args.config}, {type(run.model).__name__}: {run.model_config}")
-    processes = f"; {world_size} processes (DDP)" if world_size > 1 else ""
     print(
-        f"device {describe_device(run.device)}{processes}; {run.model.num_parameters():,} "
-        f"parameters; {len(run.train_data):,} train / {len(run.val_data):,} val characters"
+        tr("config {config}, {model}: {model_config}").format(
+            config=run.args.config, model=type(run.model).__name__, model_config=run.model_config
+        )
+    )
+    processes = tr("; {count} processes (DDP)").format(count=world_size) if world_size > 1 else ""
+    print(
+        tr(
+            "device {device}{processes}; {parameters:,} parameters; {train:,} train / {val:,} "
+            "val characters"
+        ).format(
+            device=describe_device(run.device),
+            processes=processes,
+            parameters=run.model.num_parameters(),
+            train=len(run.train_data),
+            val=len(run.val_data),
+        )
     )
     print(describe_precision(device_precision(run.device, run.train_config), run.device))
     if describe_rehearsal():
@@ -337,7 +361,8 @@ def _print_sample(run: CommandRun, characters: int) -> None:
     prompt = torch.tensor([run.tokenizer.encode("\n")], device=run.device)
     generator = torch.Generator(device=run.device).manual_seed(0)
     sample = run.model.generate(prompt, characters, temperature=0.8, top_k=20, generator=generator)
-    print("--- sample ---\n" + run.tokenizer.decode(sample[0].tolist()) + "\n--------------")
+    text = run.tokenizer.decode(sample[0].tolist())
+    print(tr("--- sample ---") + "\n" + text + "\n--------------")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ A notebook's translatable texts are:
   ``suptitle``...), of an exception (``...Error(...)``), a ``label=``/``title=``/``xlabel=``/
   ``ylabel=`` keyword, or a docstring; and the ``corpus=`` keyword, the one choice an edition
   makes in code (notebook 12's ``corpus_data(corpus="shakespeare")``: the Chinese edition's
-  catalogue says ``"tang_poems"``). The literal is taken whole, quotes and ``f`` prefix
+  catalogue says ``"tang_poems"``); and the ``language=`` keyword of the setup cell's
+  ``setup(language="en")``, which the Chinese catalogues translate to ``"zh"``. The literal
+  is taken whole, quotes and ``f`` prefix
   included, so an f-string's ``{...}`` fields travel with it.
 
 Everything else in a code cell is code and is never translated. :func:`code_skeleton` is the
@@ -31,7 +33,7 @@ TEXT_CALLS = frozenset(
     {"print", "set_title", "set_xlabel", "set_ylabel", "suptitle", "title", "xlabel", "ylabel",
      "text", "annotate", "figtext"}
 )  # fmt: skip
-TEXT_KEYWORDS = frozenset({"label", "title", "xlabel", "ylabel", "corpus"})
+TEXT_KEYWORDS = frozenset({"label", "title", "xlabel", "ylabel", "corpus", "language"})
 MARKERS = re.compile(r"#\s*(NBVAL_|noqa|fmt:|type:|pragma)")
 WORDS = re.compile(r"[A-Za-z]{2,}")
 

@@ -12,7 +12,10 @@ ties it to the notebook and the cell, and its ``msgstr`` is the Chinese (empty: 
 The README is one more source, ``translations/zh/README.po`` its catalogue, README.zh.md its
 Chinese edition (``scripts/translation_readme.py``): each command does the notebooks, then the
 README; ``--only README`` (or ``--only notebooks``) does one of them. README.zh.md is written
-beside README.md, or into ``--out`` when that is not ``notebooks/zh`` (a preview).
+beside README.md, or into ``--out`` when that is not ``notebooks/zh`` (a preview). What
+``course_utils`` prints is a third source, ``translations/zh/course_utils.po`` its catalogue,
+compiled into ``course_utils/locale/`` by ``build`` (``scripts/translation_messages.py``);
+``--only course_utils`` does it alone.
 
 ``update`` keeps each translation where its English still is; when a cell's English changed
 it carries the old translation over marked ``fuzzy`` with the old English as
@@ -40,6 +43,7 @@ from typing import NamedTuple
 import polib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import translation_messages as messages  # noqa: E402
 import translation_readme as readme  # noqa: E402
 import translation_texts as texts  # noqa: E402
 
@@ -174,7 +178,7 @@ def update(notebooks: list[Path], folder: Path = CATALOGUES) -> dict[str, int]:
 
 def _notebook_catalogues(folder: Path) -> list[Path]:
     """``folder``'s catalogues of notebooks: README.po is the README's (its own update)."""
-    return [p for p in sorted(folder.glob("*.po")) if p.stem != readme.STEM]
+    return [p for p in sorted(folder.glob("*.po")) if p.stem not in (readme.STEM, messages.STEM)]
 
 
 def _counts(catalogues) -> dict[str, int]:
@@ -303,7 +307,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = _Parser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["update", "build", "check"])
     parser.add_argument("--all", action="store_true", help="build: every notebook, the README")
-    parser.add_argument("--only", choices=["notebooks", readme.STEM], help="one of the two")
+    parser.add_argument(
+        "--only", choices=["notebooks", readme.STEM, messages.STEM], help="one of the three"
+    )
     parser.add_argument("--notebooks", type=Path, default=NOTEBOOKS, help="English notebooks")
     parser.add_argument("--readme", type=Path, help="English README (default: beside notebooks)")
     parser.add_argument("--catalogues", type=Path, default=CATALOGUES, help="the .po files")
@@ -330,23 +336,36 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 def _with_readme(args: argparse.Namespace) -> bool:
     """The command does the README: not ``--only notebooks``, and a README or its catalogue."""
     catalogue = args.catalogues / f"{readme.STEM}.po"
-    return args.only != "notebooks" and (args.readme.is_file() or catalogue.is_file())
+    return args.only in (None, readme.STEM) and (args.readme.is_file() or catalogue.is_file())
+
+
+def _with_messages(args: argparse.Namespace) -> bool:
+    """The command does ``course_utils``'s messages: no ``--only``, or ``--only course_utils``,
+    and the catalogues are the course's (a test's own folder has no messages)."""
+    course = args.catalogues.resolve() == CATALOGUES.resolve()
+    return args.only == messages.STEM or (args.only is None and course)
 
 
 def _update(args: argparse.Namespace) -> int:
     said = []
-    if args.only != readme.STEM:
+    if args.only in (None, "notebooks"):
         said.append((args.catalogues, update(english_notebooks(args.notebooks), args.catalogues)))
     if _with_readme(args):
         po = readme.update_readme(args.readme, args.catalogues)
         said.append((args.catalogues / f"{readme.STEM}.po", _counts([po])))
+    if _with_messages(args):
+        po = messages.update_messages(args.catalogues)
+        said.append((args.catalogues / f"{messages.STEM}.po", _counts([po])))
     for where, counts in said:
         print(f"updated {where}: " + ", ".join(f"{v:,} {k}" for k, v in counts.items()))
     return 0
 
 
 def _build(args: argparse.Namespace) -> int:
-    if args.only != readme.STEM:
+    if _with_messages(args):  # first: the notebooks' outputs come from running them with it
+        done, total = messages.build_messages(args.catalogues)
+        print(f"{messages.compiled_path()}: {done} of {total} messages translated")
+    if args.only in (None, "notebooks"):
         for notebook in english_notebooks(args.notebooks):
             catalogue = args.catalogues / f"{notebook.stem}.po"
             if args.all or _complete(notebook, catalogue):
@@ -363,8 +382,10 @@ def _build(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     stale = []
-    if args.only != readme.STEM:
+    if args.only in (None, "notebooks"):
         stale += out_of_date(english_notebooks(args.notebooks), args.catalogues)
+    if _with_messages(args):
+        stale += messages.messages_out_of_date(args.catalogues)
     if _with_readme(args):
         stale += readme.readme_out_of_date(args.readme, args.catalogues)
     print("\n".join(stale) or "no Chinese text is out of date with its English source")

@@ -211,7 +211,7 @@ def test_cell_names_the_wrong_interpreter_and_the_projects_venv(tmp_path):
     (project / "pyproject.toml").write_text("")
     (project / "course_utils" / "__init__.py").write_text("")
     # The setup cell's module and the one it imports (both standard library only).
-    for name in ("__init__.py", "bootstrap.py", "cache_dirs.py"):
+    for name in ("__init__.py", "bootstrap.py", "cache_dirs.py", "language.py"):
         source = (ROOT / "course_utils" / "lab" / name).read_text()
         (project / "course_utils" / "lab" / name).write_text(source)
     env = {"PYTHONPATH": f"{project}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}

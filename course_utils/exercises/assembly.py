@@ -22,6 +22,7 @@ from course_utils.exercises.nb08_concat_and_w_o import check_merge_heads, check_
 from course_utils.exercises.nb09_residual_and_layernorm import check_layer_norm
 from course_utils.exercises.nb10_feed_forward import check_feed_forward
 from course_utils.exercises.nb11_block_and_decoder import check_block, check_decoder
+from course_utils.lab.language import tr
 
 __all__ = ["CHECKERS", "judged", "part_problem"]
 
@@ -56,7 +57,11 @@ def judged(sources: dict[str, str], solutions: dict[str, str],
             continue
         problem = _alone(name, sources, solutions, load)
         if problem is not None:
-            print(f"{name}: yours is replaced by the course's solution in this model: {problem}")
+            print(
+                tr(
+                    "{name}: yours is replaced by the course's solution in this model: {problem}"
+                ).format(name=name, problem=problem)
+            )
             sources[name] = solutions[name]
     mine = [n for n in sources if sources[n].strip() != solutions[n].strip()]
     if not mine or "Decoder" in mine:
@@ -69,8 +74,10 @@ def judged(sources: dict[str, str], solutions: dict[str, str],
     ]  # fmt: skip
     for name in culprits or mine:
         print(
-            f"{name}: yours passes its own check but not inside the decoder, so the course's "
-            f"solution is used: {problem}"
+            tr(
+                "{name}: yours passes its own check but not inside the decoder, so the course's "
+                "solution is used: {problem}"
+            ).format(name=name, problem=problem)
         )
         sources[name] = solutions[name]
     return sources
@@ -82,10 +89,10 @@ def _alone(name: str, sources, solutions, load) -> str | None:
     try:
         compile(sources[name], f"{name}.py", "exec")
     except SyntaxError as error:
-        return (
-            f"its file {name}.py in your parts folder does not parse (SyntaxError: "
-            f"{error.msg}, line {error.lineno}); run its checker cell again"
-        )
+        return tr(
+            "its file {name}.py in your parts folder does not parse (SyntaxError: {error}, line "
+            "{lineno}); run its checker cell again"
+        ).format(name=name, error=error.msg, lineno=error.lineno)
     trial = load({**solutions, name: sources[name]})
     if isinstance(trial, str):
         return trial

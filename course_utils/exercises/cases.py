@@ -13,14 +13,21 @@ from collections.abc import Callable, Sequence
 import torch
 
 from course_utils.exercises.runner import changed_in_place, copies, copy_value
+from course_utils.lab.language import tr, translated
 
-__all__ = ["Case", "Problem"]
+__all__ = ["Case", "CheckerFailure", "Problem"]
 
 
 class Problem(str):
     """What a harness (``call``) returns instead of a result when the learner's function did
     something no comparison can show (a loss returned as a tensor, say): the sentence itself,
-    reported as it is."""
+    reported as it is (translated with :func:`course_utils.lab.language.translated`, so it may be
+    a text marked with ``N_``)."""
+
+
+class CheckerFailure(str):
+    """A verdict that says the checker itself failed (never the learner's mistake): the
+    assembly and :func:`.keeping.quiet_verdict` do not hold it against the part."""
 
 
 class Case:
@@ -35,17 +42,21 @@ class Case:
         return copies(self.args, self.kwargs)
 
     def describe(self, names: Sequence[str]) -> str:
+        """The case in words, in the current language: its ``label`` (a text the checker may
+        mark with ``N_``), else its arguments (``x of shape (2, 6, 24), eps=1e-06``)."""
         if self.label:
-            return self.label
+            return translated(self.label)
         named = list(zip(names, self.args)) + list(self.kwargs.items())
         if len(names) < len(self.args):
-            named = [(f"argument {i}", a) for i, a in enumerate(self.args)] + named[len(names) :]
+            named = [
+                (tr("argument {index}").format(index=i), a) for i, a in enumerate(self.args)
+            ] + named[len(names) :]
         return ", ".join(_describe(n, v) for n, v in named)
 
 
 def _describe(name: str, value) -> str:
     if isinstance(value, torch.Tensor):
-        return f"{name} of shape {tuple(value.shape)}"
+        return tr("{name} of shape {shape}").format(name=name, shape=tuple(value.shape))
     if isinstance(value, (int, float, str, bool)) or value is None:
         return f"{name}={value!r}"
     if isinstance(value, (list, tuple)) and len(value) <= 6:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from course_utils.lab.language import tr
+
 
 def compare(answer, expected: torch.Tensor, name: str = "answer", atol: float = 1e-5) -> str | None:
     """Why ``answer`` differs from ``expected``, or None when they match.
@@ -39,31 +41,50 @@ def compare(answer, expected: torch.Tensor, name: str = "answer", atol: float = 
             "convert it with torch.as_tensor(expected)"
         )
     if not isinstance(answer, torch.Tensor):
-        return f"{name} should be a torch.Tensor, got {type(answer).__name__}"
+        return tr("{name} should be a torch.Tensor, got {kind}").format(
+            name=name, kind=type(answer).__name__
+        )
     if answer.shape != expected.shape:
-        return f"{name} has shape {tuple(answer.shape)}, expected {tuple(expected.shape)}"
+        return tr("{name} has shape {shape}, expected {expected}").format(
+            name=name, shape=tuple(answer.shape), expected=tuple(expected.shape)
+        )
     if answer.dtype.is_floating_point != expected.dtype.is_floating_point or (
         (answer.dtype == torch.bool) != (expected.dtype == torch.bool)
     ):
-        return f"{name} has dtype {answer.dtype}, expected {expected.dtype}"
+        return tr("{name} has dtype {dtype}, expected {expected}").format(
+            name=name, dtype=answer.dtype, expected=expected.dtype
+        )
     if expected.dtype == torch.bool or not expected.dtype.is_floating_point:
         wrong = (answer != expected).nonzero()
         if len(wrong):
             index = tuple(wrong[0].tolist())
-            return (
-                f"{name} differs at {len(wrong)} positions, first at index {index}: "
-                f"{answer[index].item()} instead of {expected[index].item()}"
+            return tr(
+                "{name} differs at {count} positions, first at index {index}: "
+                "{value} instead of {expected}"
+            ).format(
+                name=name,
+                count=len(wrong),
+                index=index,
+                value=answer[index].item(),
+                expected=expected[index].item(),
             )
         return None
     answer, expected = answer.detach().double().cpu(), expected.detach().double().cpu()
     if torch.isnan(answer).any() and not torch.isnan(expected).any():
-        return f"{name} contains NaN at {tuple(torch.isnan(answer).nonzero()[0].tolist())}"
+        where = tuple(torch.isnan(answer).nonzero()[0].tolist())
+        return tr("{name} contains NaN at {index}").format(name=name, index=where)
     if not torch.allclose(answer, expected, atol=atol, rtol=1e-5, equal_nan=True):
         deviation = (answer - expected).abs().nan_to_num(0.0)
         index = tuple(int(i) for i in torch.unravel_index(deviation.argmax(), deviation.shape))
-        return (
-            f"{name} differs by up to {deviation.max().item():.3g} (at index {index}: "
-            f"{answer[index].item():.6g} instead of {expected[index].item():.6g})"
+        return tr(
+            "{name} differs by up to {deviation:.3g} (at index {index}: {value:.6g} instead of "
+            "{expected:.6g})"
+        ).format(
+            name=name,
+            deviation=deviation.max().item(),
+            index=index,
+            value=answer[index].item(),
+            expected=expected[index].item(),
         )
     return None
 
@@ -79,23 +100,21 @@ def run_check(title: str, attempt: Callable[[], str | None]) -> bool:
     try:
         problem = problem or attempt()
     except NotImplementedError:
-        problem = "not implemented yet"
+        problem = tr("not implemented yet")
     except TypeError as error:
-        problem = f"raised TypeError: {error}"
+        problem = tr("raised {kind}: {error}").format(kind="TypeError", error=error)
         if "object is not callable" in str(error):
-            problem += f"; {_PASS_THE_FUNCTION}"
+            problem += tr(
+                "; pass the function itself, not its result: check_x(my_function), not "
+                "check_x(my_function(...))"
+            )
     except Exception as error:  # the student's code may fail in any way
-        problem = f"raised {type(error).__name__}: {error}"
+        problem = tr("raised {kind}: {error}").format(kind=type(error).__name__, error=error)
     if problem is None:
-        print(f"✅ {title}: correct")
+        print(tr("✅ {title}: correct").format(title=title))
         return True
-    print(f"❌ {title}: {problem}")
+    print(tr("❌ {title}: {problem}").format(title=title, problem=problem))
     return False
-
-
-_PASS_THE_FUNCTION = (
-    "pass the function itself, not its result: check_x(my_function), not check_x(my_function(...))"
-)
 
 
 def _not_a_function(frame) -> str | None:
@@ -110,12 +129,12 @@ def _not_a_function(frame) -> str | None:
         if "Callable" in str(annotations.get(name, "")) and not callable(value):
             got = type(value).__name__
             if isinstance(value, torch.Tensor):
-                got = f"a Tensor of shape {tuple(value.shape)}"
+                got = tr("a Tensor of shape {shape}").format(shape=tuple(value.shape))
             checker_name = frame.f_code.co_name
-            return (
-                f"{name} should be a function, got {got}; pass the function itself, not its "
-                f"result: {checker_name}(my_function), not {checker_name}(my_function(...))"
-            )
+            return tr(
+                "{name} should be a function, got {got}; pass the function itself, not its "
+                "result: {checker}(my_function), not {checker}(my_function(...))"
+            ).format(name=name, got=got, checker=checker_name)
     return None
 
 
@@ -148,7 +167,9 @@ def expect_error(exception: type[BaseException], match: str | None = None) -> It
             raise AssertionError(
                 f"{type(error).__name__} raised, but {str(error)!r} does not match {match!r}"
             ) from error
-        print(f"{type(error).__name__} raised, as expected: {error}")
+        print(
+            tr("{kind} raised, as expected: {error}").format(kind=type(error).__name__, error=error)
+        )
     else:
         expected = " or ".join(c.__name__ for c in classes)
         raise AssertionError(f"expected {expected}, but nothing was raised")

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import torch
 
+from course_utils.lab.language import N_, tr, translated
+
 __all__ = ["Tolerance", "difference"]
 
 
@@ -35,53 +37,75 @@ class Tolerance:
 
 
 def difference(
-    answer, expected, name: str = "the answer", axes: str | Sequence[str] | None = None,
+    answer, expected, name: str = N_("the answer"), axes: str | Sequence[str] | None = None,
     tolerance: Tolerance | None = None,
 ) -> str | None:  # fmt: skip
-    """Why ``answer`` differs from ``expected`` (one sentence), or None when they match.
+    """Why ``answer`` differs from ``expected`` (one sentence, in the current language), or
+    None when they match.
 
     ``expected`` is what a right answer returns: a tensor, a Python number or bool, None, or a
-    tuple of these. ``axes`` names the axes of a tensor (``"B h T_q T_k"``), or, for a tuple,
-    gives one name per item (``("output", "weights")``), used in the sentence.
+    tuple of these. ``name`` (a text the caller may mark with ``N_``: it is translated here)
+    and ``axes`` are used in the sentence: ``axes`` names the axes of a tensor
+    (``"B h T_q T_k"``), or, for a tuple, gives one name per item (``("output", "weights")``).
     """
     tolerance = tolerance or Tolerance()
+    name = translated(name) if name else name
     if answer is None and expected is not None:
-        return f"{name} is None: the function returns nothing (is the return statement missing?)"
+        return tr(
+            "{name} is None: the function returns nothing (is the return statement missing?)"
+        ).format(name=name)
     if isinstance(expected, tuple):
         return _tuple_difference(answer, expected, name, axes, tolerance)
     if isinstance(expected, torch.Tensor):
         return _tensor_difference(answer, expected, name, axes, tolerance)
     if isinstance(expected, bool) or expected is None:
-        return None if answer is expected else f"{name} is {answer!r}, expected {expected!r}"
+        return None if answer is expected else _is_not(name, answer, expected)
     if isinstance(expected, (int, float)):
         return _number_difference(answer, expected, name, tolerance)
-    return None if answer == expected else f"{name} is {answer!r}, expected {expected!r}"
+    return None if answer == expected else _is_not(name, answer, expected)
+
+
+def _is_not(name: str, answer, expected) -> str:
+    return tr("{name} is {answer}, expected {expected}").format(
+        name=name, answer=repr(answer), expected=repr(expected)
+    )
 
 
 def _kind(value) -> str:
     if isinstance(value, torch.Tensor):
-        return f"a tensor of shape {tuple(value.shape)} ({value.dtype})"
+        return tr("a tensor of shape {shape} ({dtype})").format(
+            shape=tuple(value.shape), dtype=value.dtype
+        )
     if isinstance(value, (list, tuple)):
-        return f"a {type(value).__name__} of {len(value)} items"
+        return tr("a {kind} of {count} items").format(kind=type(value).__name__, count=len(value))
     module = type(value).__module__
     prefix = "" if module == "builtins" else module.split(".")[0] + "."
-    return f"a {prefix}{type(value).__name__}"
+    return tr("a {kind}").format(kind=f"{prefix}{type(value).__name__}")
 
 
 def _tuple_difference(answer, expected: tuple, name, axes, tolerance) -> str | None:
     """A tuple (or, when allowed, a list) of the same length, in the same order, each item
     matching."""
     names = list(axes) if isinstance(axes, (list, tuple)) and len(axes) == len(expected) else None
-    names = names or [f"item {i}" for i in range(len(expected))]
+    names = names or [tr("item {index}").format(index=i) for i in range(len(expected))]
     wanted = f"({', '.join(names)})"
     containers = (tuple, list) if tolerance.allow_list else (tuple,)
     if isinstance(answer, list) and not tolerance.allow_list:
-        return f"{name} is a list; return a tuple {wanted}"
+        return tr("{name} is a list; return a tuple {wanted}").format(name=name, wanted=wanted)
     if not isinstance(answer, containers):
-        return f"{name} should be the tuple {wanted}, got {_kind(answer)}"
+        return tr("{name} should be the tuple {wanted}, got {kind}").format(
+            name=name, wanted=wanted, kind=_kind(answer)
+        )
     if len(answer) != len(expected):
-        return f"{name} has {len(answer)} items, expected {len(expected)}: return {wanted}"
-    item = (lambda n: f"the {n}") if name == "the result" else (lambda n: f"{name}'s {n}")
+        return tr("{name} has {count} items, expected {expected}: return {wanted}").format(
+            name=name, count=len(answer), expected=len(expected), wanted=wanted
+        )
+
+    def item(n: str) -> str:
+        if name == tr("the result"):
+            return tr("the {item}").format(item=n)
+        return tr("{name}'s {item}").format(name=name, item=n)
+
     problems = [
         difference(a, e, item(n), None, tolerance) for a, e, n in zip(answer, expected, names)
     ]
@@ -94,49 +118,73 @@ def _tuple_difference(answer, expected: tuple, name, axes, tolerance) -> str | N
             difference(answer[i], e, "", None, tolerance) is None for i, e in zip(order, expected)
         ):
             got = ", ".join(names[order.index(i)] for i in range(len(expected)))
-            return f"{name} is ({got}), in another order: return {wanted}"
+            return tr("{name} is ({got}), in another order: return {wanted}").format(
+                name=name, got=got, wanted=wanted
+            )
     return next(p for p in problems if p is not None)
 
 
 def _number_difference(answer, expected: float, name: str, tolerance) -> str | None:
     want = "int" if isinstance(expected, int) else "float"
     if isinstance(answer, torch.Tensor):
-        return f"{name} is {_kind(answer)}; return a Python {want} (tensor.item())"
+        return tr("{name} is {kind}; return a Python {want} (tensor.item())").format(
+            name=name, kind=_kind(answer), want=want
+        )
     if isinstance(answer, bool) or not isinstance(answer, (int, float)):
         if type(answer).__module__ == "numpy" and hasattr(answer, "item"):
             answer = answer.item()  # a numpy scalar: compare its value
         else:
-            return f"{name} should be a Python {want}, got {_kind(answer)}"
+            return tr("{name} should be a Python {want}, got {kind}").format(
+                name=name, want=want, kind=_kind(answer)
+            )
     if isinstance(expected, int) and not isinstance(answer, int):
-        return f"{name} is the float {answer!r}; return an int ({expected})"
+        return tr("{name} is the float {answer}; return an int ({expected})").format(
+            name=name, answer=repr(answer), expected=expected
+        )
     if math.isclose(answer, expected, rel_tol=tolerance.rtol, abs_tol=tolerance.atol * 1e-3):
         return None
-    return f"{name} is {answer:.6g}, expected {expected:.6g}"
+    return tr("{name} is {answer:.6g}, expected {expected:.6g}").format(
+        name=name, answer=answer, expected=expected
+    )
 
 
-def _axis_names(axes, ndim: int) -> list[str]:
+def _axis_names(axes, ndim: int) -> list[str | None]:
+    """The names of the axes; None for each when ``axes`` does not name them all."""
     names = axes.split() if isinstance(axes, str) else list(axes or [])
-    return names if len(names) == ndim else [f"dim {d}" for d in range(ndim)]
+    return names if len(names) == ndim else [None] * ndim
 
 
-def _shape(shape, names: list[str]) -> str:
+def _axis(names: list, d: int) -> str:
+    """Axis ``d`` in words: its name, or ``dim d``."""
+    return names[d] if names[d] is not None else tr("dim {index}").format(index=d)
+
+
+def _shape(shape, names: list) -> str:
     sizes = ", ".join(str(s) for s in shape)
-    if names and not names[0].startswith("dim "):
+    if names and names[0] is not None:
         return f"({', '.join(names)}) = ({sizes})"
     return f"({sizes})"
 
 
 def _shape_difference(answer: torch.Tensor, expected: torch.Tensor, name, names) -> str:
     got, want = tuple(answer.shape), tuple(expected.shape)
-    head = f"{name} has shape {got}, expected {_shape(want, names)}"
+    head = tr("{name} has shape {shape}, expected {expected}").format(
+        name=name, shape=got, expected=_shape(want, names)
+    )
     if sorted(got) == sorted(want) and len(set(want)) == len(want):
-        order = [names[want.index(s)] for s in got]
-        return f"{head}: the axes are in the order ({', '.join(order)}); transpose or permute"
+        order = ", ".join(_axis(names, want.index(s)) for s in got)
+        return tr("{head}: the axes are in the order ({order}); transpose or permute").format(
+            head=head, order=order
+        )
     for d in range(len(want)):
         if got == want[:d] + want[d + 1 :]:
-            return f"{head}: the axis {names[d]} is missing (averaged, summed or squeezed away?)"
+            return tr(
+                "{head}: the axis {axis} is missing (averaged, summed or squeezed away?)"
+            ).format(head=head, axis=_axis(names, d))
     if answer.numel() == expected.numel():
-        return f"{head}: the same number of values in another shape (check the reshape/view)"
+        return tr(
+            "{head}: the same number of values in another shape (check the reshape/view)"
+        ).format(head=head)
     return head
 
 
@@ -145,7 +193,9 @@ def _tensor_difference(answer, expected: torch.Tensor, name, axes, tolerance) ->
         fix = "torch.stack or torch.tensor" if isinstance(answer, (list, tuple)) else "torch"
         if type(answer).__module__ == "numpy":
             fix = "torch.from_numpy"
-        return f"{name} should be a torch.Tensor, got {_kind(answer)} (use {fix})"
+        return tr("{name} should be a torch.Tensor, got {kind} (use {fix})").format(
+            name=name, kind=_kind(answer), fix=fix
+        )
     names = _axis_names(axes, expected.dim())
     if answer.shape != expected.shape:
         return _shape_difference(answer, expected, name, names)
@@ -160,10 +210,11 @@ def _tensor_difference(answer, expected: torch.Tensor, name, axes, tolerance) ->
         nan = answer.isnan() & ~expected.isnan()
         if nan.any():
             where = tuple(nan.nonzero()[0].tolist())
-            return (
-                f"{name} contains NaN at {nan.sum().item()} positions, first at index {where} "
-                f"where {expected[where].item():.6g} is expected (0/0, or a softmax over a row "
-                "that is all -inf?)"
+            return tr(
+                "{name} contains NaN at {count} positions, first at index {index} where "
+                "{expected:.6g} is expected (0/0, or a softmax over a row that is all -inf?)"
+            ).format(
+                name=name, count=nan.sum().item(), index=where, expected=expected[where].item()
             )
         wrong = ~torch.isclose(
             answer, expected, rtol=tolerance.rtol, atol=tolerance.atol, equal_nan=True
@@ -174,21 +225,25 @@ def _tensor_difference(answer, expected: torch.Tensor, name, axes, tolerance) ->
 def _dtype_difference(answer, expected, name, tolerance) -> str | None:
     a, e = answer.dtype, expected.dtype
     if e == torch.bool and a != torch.bool:
-        return f"{name} has dtype {a}; a mask is torch.bool (compare with <, == or use .bool())"
-    if a == torch.bool and e != torch.bool:
-        return f"{name} is a bool mask (dtype torch.bool); expected {e} values"
-    if a.is_complex:
-        return f"{name} has the complex dtype {a}; expected {e}"
-    if e.is_floating_point and not a.is_floating_point:
-        return f"{name} has the integer dtype {a}; expected floating point ({e})"
-    if a.is_floating_point and not e.is_floating_point:
-        return f"{name} has the float dtype {a}; expected integers ({e})"
-    if tolerance.exact_dtype and a != e:
-        return f"{name} has dtype {a}; expected {e}"
-    return None
+        message = tr(
+            "{name} has dtype {dtype}; a mask is torch.bool (compare with <, == or use .bool())"
+        )
+    elif a == torch.bool and e != torch.bool:
+        message = tr("{name} is a bool mask (dtype torch.bool); expected {expected} values")
+    elif a.is_complex:
+        message = tr("{name} has the complex dtype {dtype}; expected {expected}")
+    elif e.is_floating_point and not a.is_floating_point:
+        message = tr("{name} has the integer dtype {dtype}; expected floating point ({expected})")
+    elif a.is_floating_point and not e.is_floating_point:
+        message = tr("{name} has the float dtype {dtype}; expected integers ({expected})")
+    elif tolerance.exact_dtype and a != e:
+        message = tr("{name} has dtype {dtype}; expected {expected}")
+    else:
+        return None
+    return message.format(name=name, dtype=a, expected=e)
 
 
-def _where(answer, expected, wrong: torch.Tensor, name: str, names: list[str]) -> str:
+def _where(answer, expected, wrong: torch.Tensor, name: str, names: list) -> str:
     """How many positions differ, on which slice, the largest gap and the value expected."""
     count, total = int(wrong.sum()), wrong.numel()
     gap = (answer.double() - expected.double()).abs()
@@ -199,18 +254,21 @@ def _where(answer, expected, wrong: torch.Tensor, name: str, names: list[str]) -
         other = [i for i in range(wrong.dim()) if i != d]
         touched = wrong.any(dim=other).nonzero().flatten().tolist() if other else []
         if other and len(touched) < wrong.shape[d] and len(touched) <= 3:
-            slices.append(f"{names[d]} = {', '.join(str(i) for i in touched)}")
-    on = f" (only where {' and '.join(slices)})" if slices else ""
-    got, want = answer[index].item(), expected[index].item()
-    finite = expected.dtype.is_floating_point and math.isfinite(gap[index].item())
-    size = f"by up to {gap[index].item():.3g} " if finite else ""
-    at = f"index {index}"
-    if names and not names[0].startswith("dim "):
+            slices.append(f"{_axis(names, d)} = {', '.join(str(i) for i in touched)}")
+    on = tr(" (only where {slices})").format(slices=tr(" and ").join(slices)) if slices else ""
+    at = tr("index {index}").format(index=index)
+    if names and names[0] is not None:
         at = ", ".join(f"{n} = {i}" for n, i in zip(names, index))
-    return (
-        f"{name} differs {size}at {count} of {total} positions{on}; at {at} it is "
-        f"{_number(got)} instead of {_number(want)}"
-    )
+    fields = dict(name=name, count=count, total=total, on=on, at=at)
+    fields.update(got=_number(answer[index].item()), want=_number(expected[index].item()))
+    if expected.dtype.is_floating_point and math.isfinite(gap[index].item()):
+        return tr(
+            "{name} differs by up to {gap:.3g} at {count} of {total} positions{on}; at {at} it "
+            "is {got} instead of {want}"
+        ).format(gap=gap[index].item(), **fields)
+    return tr(
+        "{name} differs at {count} of {total} positions{on}; at {at} it is {got} instead of {want}"
+    ).format(**fields)
 
 
 def _number(value) -> str:

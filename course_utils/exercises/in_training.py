@@ -41,6 +41,7 @@ from course_utils.exercises.runner import (
     copies,
 )
 from course_utils.exercises.watch import Event, Watch, rewrite_in_place, storage_of, traceback_line
+from course_utils.lab.language import tr
 
 __all__ = ["Prepared", "Runner", "changed_in_place", "device_problem", "training_problem"]
 
@@ -65,30 +66,50 @@ def _pull(outputs: list[torch.Tensor], references: list[torch.Tensor]) -> torch.
 def _why(watch: Watch, question: str) -> str:
     """What the watch saw that cuts the graph, in a sentence; ``question`` when it saw none."""
     if watch.no_grad is not None:
-        where = f" at {watch.no_grad.line}" if watch.no_grad.line else ""
-        return (
-            f": your code runs with autograd off{where} (torch.no_grad() or similar), so "
+        return tr(
+            ": your code runs with autograd off{where} (torch.no_grad() or similar), so "
             "backward cannot reach what it computes there; remove the no_grad"
-        )
+        ).format(where=_at(watch.no_grad.line))
     if watch.left_graph:
         priority = [".numpy()", ".tolist()", ".item()", ".data", ".detach()", ".detach_()"]
         event = min(watch.left_graph, key=lambda e: priority.index(e.what))
-        leaves = {
-            ".item()": "turns a tensor into a Python number",
-            ".tolist()": "turns a tensor into Python numbers",
-            ".numpy()": "goes through NumPy",
-        }.get(event.what, "detaches a tensor from the graph")
-        return (
-            f": {event} {leaves}, which autograd cannot follow; compute it with torch "
-            "operations on the tensors themselves"
-        )
+        if event.what == ".item()":
+            message = tr(
+                ": {event} turns a tensor into a Python number, which autograd cannot follow; "
+                "compute it with torch operations on the tensors themselves"
+            )
+        elif event.what == ".tolist()":
+            message = tr(
+                ": {event} turns a tensor into Python numbers, which autograd cannot follow; "
+                "compute it with torch operations on the tensors themselves"
+            )
+        elif event.what == ".numpy()":
+            message = tr(
+                ": {event} goes through NumPy, which autograd cannot follow; compute it with "
+                "torch operations on the tensors themselves"
+            )
+        else:
+            message = tr(
+                ": {event} detaches a tensor from the graph, which autograd cannot follow; "
+                "compute it with torch operations on the tensors themselves"
+            )
+        return message.format(event=event)
     return question
+
+
+def _at(line: str | None) -> str:
+    """`` at line N: `code` `` (where the learner's code did it), or nothing."""
+    return tr(" at {line}").format(line=line) if line else ""
 
 
 def _listed(names: list[str]) -> str:
     shown = names[:4]
-    text = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + f" and {shown[-1]}"
-    return text if len(names) <= 4 else f"{text} (and {len(names) - 4} more)"
+    text = shown[0]
+    if len(shown) > 1:
+        text = tr("{names} and {last}").format(names=", ".join(shown[:-1]), last=shown[-1])
+    if len(names) <= 4:
+        return text
+    return tr("{names} (and {count} more)").format(names=text, count=len(names) - 4)
 
 
 def _grouped(names: list[str], all_names: list[str]) -> list[str]:
@@ -114,27 +135,43 @@ def _in_place_problem(prepared: Prepared, watch: Watch) -> str | None:
     name = changed[0]
     passed = prepared.inputs[name][0]
     if not isinstance(passed, torch.Tensor):
-        return f"it changes its argument {name} in place; leave it as it is and build a new one"
+        return tr(
+            "it changes its argument {name} in place; leave it as it is and build a new one"
+        ).format(name=name)
     storage = storage_of(passed)
     event = next((e for e in watch.in_place if e.storage == storage), None)
     if event is None:
-        return f"it changes the caller's {name} in place; leave the input as it is"
+        return tr("it changes the caller's {name} in place; leave the input as it is").format(
+            name=name
+        )
     fix = rewrite_in_place(event.line)
-    instead = f"; write `{fix}` instead, which makes a new tensor" if fix else (
-        f"; copy it first ({name} = {name}.clone()) or build a new tensor"
-    )  # fmt: skip
-    return f"it changes the caller's {name} in place ({event}){instead}"
+    if fix:
+        return tr(
+            "it changes the caller's {name} in place ({event}); write `{fix}` instead, which "
+            "makes a new tensor"
+        ).format(name=name, event=event, fix=fix)
+    return tr(
+        "it changes the caller's {name} in place ({event}); copy it first "
+        "({name} = {name}.clone()) or build a new tensor"
+    ).format(name=name, event=event)
 
 
 def _backward_problem(error: BaseException, watch: Watch) -> str:
     said = str(error).strip().splitlines()[0]
-    problem = f"backward through it fails ({type(error).__name__}: {said})"
+    fields = dict(kind=type(error).__name__, error=said)
     if "inplace" in said and watch.in_place:
         event = watch.in_place[0]
         fix = rewrite_in_place(event.line)
-        problem += f": {event} changes in place a tensor that backward needs"
-        problem += f"; write `{fix}` instead" if fix else "; build a new tensor instead"
-    return problem
+        if fix:
+            return tr(
+                "backward through it fails ({kind}: {error}): {event} changes in place a tensor "
+                "that backward needs; write `{fix}` instead"
+            ).format(event=event, fix=fix, **fields)
+        return tr(
+            "backward through it fails ({kind}: {error}): {event} changes in place a tensor "
+            "that backward needs; build a new tensor instead"
+        ).format(event=event, **fields)
+    return tr("backward through it fails ({kind}: {error})").format(**fields)
 
 
 def _gradient_problem(mine: Prepared, ref: Prepared, watch: Watch) -> str | None:
@@ -153,23 +190,27 @@ def _gradient_problem(mine: Prepared, ref: Prepared, watch: Watch) -> str | None
         nan = got.isnan() & ~expected.isnan()
         if nan.any():
             first = tuple(nan.nonzero()[0].tolist())
-            return (
-                f"backward gives NaN in the gradient of {name} at {int(nan.sum())} positions "
-                f"(first at index {first}) although the result is right: in training one NaN "
-                "reaches every weight at the next step; backward goes through an inf or a 0/0 "
-                "there (an -inf minus -inf in a row where every key is hidden, say)"
-            )
-        problem = difference(got, expected, f"the gradient of {name}", None, _GRADIENT_TOLERANCE)
+            return tr(
+                "backward gives NaN in the gradient of {name} at {count} positions (first at "
+                "index {index}) although the result is right: in training one NaN reaches every "
+                "weight at the next step; backward goes through an inf or a 0/0 there (an -inf "
+                "minus -inf in a row where every key is hidden, say)"
+            ).format(name=name, count=int(nan.sum()), index=first)
+        gradient = tr("the gradient of {name}").format(name=name)
+        problem = difference(got, expected, gradient, None, _GRADIENT_TOLERANCE)
         if problem is not None:
             wrong.append(problem)
     if missing:
         names = _grouped(missing, judged)  # w_k: its weight, when its bias's gradient is 0
-        verb = "gets" if len(names) == 1 else "get"
-        cause = _why(watch, ": is something detached or computed outside torch?")
-        return f"{_listed(names)} {verb} no gradient{cause}"
+        cause = _why(watch, tr(": is something detached or computed outside torch?"))
+        if len(names) == 1:
+            return tr("{names} gets no gradient{cause}").format(names=names[0], cause=cause)
+        return tr("{names} get no gradient{cause}").format(names=_listed(names), cause=cause)
     if wrong:
-        cause = _why(watch, " (the result itself is right: is part of it detached or computed "
-                            "outside torch?)")  # fmt: skip
+        cause = _why(
+            watch,
+            tr(" (the result itself is right: is part of it detached or computed outside torch?)"),
+        )
         return f"{wrong[0]}{cause}"
     return None
 
@@ -181,15 +222,14 @@ def _randomness(runner, answer, args, kwargs, first, watch: Watch, prepared: Pre
         torch.default_generator.manual_seed(1)
         again = runner.prepare(answer, *copies(args, kwargs)).thunk()
     random = difference(_plain(again), _plain(first), "a second run") is not None
-    training = "in train mode" if runner.kind == "module" else "with gradients on"
     if not random:
         if runner.kind == "module":
-            return (
+            return tr(
                 "in train mode (model.train(), as during training) the result differs from "
                 "the eval-mode result, which was right: something in forward depends on "
-                f"self.training ({gap})"
-            )
-        return f"with gradients on, as in training, the result differs ({gap})"
+                "self.training ({gap})"
+            ).format(gap=gap)
+        return tr("with gradients on, as in training, the result differs ({gap})").format(gap=gap)
     where = []
     if prepared.module is not None:
         where += [
@@ -199,10 +239,17 @@ def _randomness(runner, answer, args, kwargs, first, watch: Watch, prepared: Pre
         ]
     where = where or [str(e) for e in watch.dropout]
     seen = f" ({', '.join(where[:2])})" if where else ""
-    return (
-        f"it is random {training}: two runs with the same input and weights differ{seen}; the "
-        f"specification has no dropout: remove it ({gap})"
-    )
+    if runner.kind == "module":
+        message = tr(
+            "it is random in train mode: two runs with the same input and weights differ{seen}; "
+            "the specification has no dropout: remove it ({gap})"
+        )
+    else:
+        message = tr(
+            "it is random with gradients on: two runs with the same input and weights "
+            "differ{seen}; the specification has no dropout: remove it ({gap})"
+        )
+    return message.format(seen=seen, gap=gap)
 
 
 def _case_problem(runner, answer, reference, args, kwargs, axes, tolerance) -> str | None:
@@ -230,16 +277,17 @@ def _case_problem(runner, answer, reference, args, kwargs, axes, tolerance) -> s
 
 
 def _training_error(error: BaseException) -> str:
-    line = traceback_line(error)
-    where = f" at {line}" if line else ""
+    where = _at(traceback_line(error))
     if "numpy()" in str(error):
-        return (
-            f"run with gradients on, as in training, your code calls .numpy(){where}: autograd "
+        return tr(
+            "run with gradients on, as in training, your code calls .numpy(){where}: autograd "
             "cannot follow a computation in NumPy, so nothing before it would learn; write it "
             "with torch operations"
-        )
+        ).format(where=where)
     said = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"run as in training, your code raised {type(error).__name__}{where}: {said}"
+    return tr("run as in training, your code raised {kind}{where}: {error}").format(
+        kind=type(error).__name__, where=where, error=said
+    )
 
 
 def _backward(mine: Prepared, ref: Prepared, got, expected, watch: Watch) -> str | None:
@@ -248,8 +296,10 @@ def _backward(mine: Prepared, ref: Prepared, got, expected, watch: Watch) -> str
         return None
     outputs = _floats(got)
     if not any(t.requires_grad for t in outputs):
-        cause = _why(watch, ": is something detached or computed outside torch?")
-        return f"no gradient flows back through it: the result does not require grad{cause}"
+        cause = _why(watch, tr(": is something detached or computed outside torch?"))
+        return tr(
+            "no gradient flows back through it: the result does not require grad{cause}"
+        ).format(cause=cause)
     _pull(references, references).backward()
     pull = _pull(outputs, references)
     try:
@@ -271,7 +321,7 @@ def training_problem(runner, answer, reference, cases, names, axes, tolerance) -
         problem = _case_problem(runner, answer, reference, case.args, case.kwargs, axes,
                                 tolerance)  # fmt: skip
         if problem is not None:
-            return f"on {case.describe(names)}, {problem}"
+            return tr("on {case}, {problem}").format(case=case.describe(names), problem=problem)
     return None
 
 
@@ -283,16 +333,19 @@ _OPERATORS = {"__add__": "+", "__radd__": "+", "__sub__": "-", "__rsub__": "-", 
 
 def _device_message(runner, args, operation: str, source: Event) -> str:
     name = runner.input_name(args)
-    op = _OPERATORS.get(operation, operation)
-    head = (
-        f"{source} makes a tensor on the CPU, and `{op}` meets it with tensors on {name}'s "
+    head = tr(
+        "{source} makes a tensor on the CPU, and `{op}` meets it with tensors on {name}'s "
         "device: on a GPU this stops with 'Expected all tensors to be on the same device'"
-    )
-    if "plain tensor attribute" in source.what:
-        return f"{head}; register it: self.register_buffer('<name>', tensor, persistent=False)"
+    ).format(source=source, op=_OPERATORS.get(operation, operation), name=name)
+    if source.attribute:
+        return tr(
+            "{head}; register it: self.register_buffer('<name>', tensor, persistent=False)"
+        ).format(head=head)
     if source.what in (".cpu()", ".to('cpu')"):
-        return f"{head}; leave it on {name}'s device"
-    return f"{head}; create it there (device={name}.device) or move it there (.to({name}.device))"
+        return tr("{head}; leave it on {name}'s device").format(head=head, name=name)
+    return tr(
+        "{head}; create it there (device={name}.device) or move it there (.to({name}.device))"
+    ).format(head=head, name=name)
 
 
 def _devices(runner, args, watch: Watch, output) -> str | None:
@@ -304,11 +357,11 @@ def _devices(runner, args, watch: Watch, output) -> str | None:
         if source is not None and result.dim() > 0 and watch.origin(result) is not None:
             if any(isinstance(a, torch.Tensor) for a in args):
                 name = runner.input_name(args)
-                return (
-                    f"it returns a tensor made on the CPU by {source}, not on {name}'s device: "
-                    f"on a GPU the model's next step stops there; create it with "
-                    f"device={name}.device (or move it there: .to({name}.device))"
-                )
+                return tr(
+                    "it returns a tensor made on the CPU by {source}, not on {name}'s device: "
+                    "on a GPU the model's next step stops there; create it with "
+                    "device={name}.device (or move it there: .to({name}.device))"
+                ).format(source=source, name=name)
     return None
 
 

@@ -24,6 +24,9 @@ Writing a checker (the whole API; see nb15_todays_decoder.py for a short example
 - ``errors``: ``(exception class, regex, hint)`` for the learner's exceptions a known
   mistake raises. ``hint``: a sentence added when no mistake matches. A harness may return
   a :class:`Problem` (a str) to report what it saw directly.
+- Language: the mistakes' messages, the hints, the case labels, a :class:`Problem` and a
+  title that is not an identifier are shown with :func:`course_utils.lab.language.translated`
+  when the verdict is made, so a module-level table marks them with ``N_("...")``.
 
 - ``part``: the answer is a part of the learner's decoder: a pass saves it (and says where),
   a failure says which version the model uses meanwhile (:func:`.keeping.keep`).
@@ -49,6 +52,7 @@ from collections.abc import Callable, Sequence
 
 from course_utils.exercises.cases import (
     Case,
+    CheckerFailure,
     Problem,
     _LearnerError,
     _Options,
@@ -58,7 +62,7 @@ from course_utils.exercises.cases import (
 from course_utils.exercises.core import _not_a_function
 from course_utils.exercises.difference import Tolerance, difference
 from course_utils.exercises.in_training import Runner, device_problem, training_problem
-from course_utils.exercises.keeping import keep
+from course_utils.exercises.keeping import heard, keep
 from course_utils.exercises.naming import (
     _in_place,
     _learner_error,
@@ -67,6 +71,7 @@ from course_utils.exercises.naming import (
     _random,
     _unnamed,
 )
+from course_utils.lab.language import N_, tr, translated
 
 __all__ = ["Case", "Problem", "judge", "report"]
 
@@ -93,7 +98,9 @@ def judge(
     names = _parameter_names(call or reference, skip=1 if call else 0)
     problem = _not_a_function(inspect.currentframe().f_back)
     if problem is None and not callable(answer):
-        problem = f"expected your function, got {type(answer).__name__}; pass the function itself"
+        problem = tr("expected your function, got {kind}; pass the function itself").format(
+            kind=type(answer).__name__
+        )
     try:
         problem = problem or _signature_problem(answer, cases, names, call)
         options = _Options(call, axes, tolerance or Tolerance(), errors, hint, cases)
@@ -104,26 +111,34 @@ def judge(
         if problem is None and runner is not None:
             problem = _training_stage(answer, reference, cases, names, options, trains, runner)
     except NotImplementedError:
-        problem = "not implemented yet"
+        problem = tr("not implemented yet")
     except Exception as error:  # the checker's own failure: said so, never the learner's
-        problem = (
-            f"the checker itself failed ({type(error).__name__}: {error}); this is not your "
-            "mistake, please report it"
+        problem = CheckerFailure(
+            tr(
+                "the checker itself failed ({kind}: {error}); this is not your mistake, please "
+                "report it"
+            ).format(kind=type(error).__name__, error=error)
         )
     return report(title, answer, problem, part)
 
 
 def report(title: str, answer, problem: str | None, part: bool = False) -> bool:
-    """Print the verdict line (``✅ title: correct`` or ``❌ title: problem``) and return
-    whether it passed; for a ``part``, :func:`.keeping.keep` saves it or says which version
-    the model uses meanwhile, in the same line."""
+    """Print the verdict line (``✅ title: correct`` or ``❌ title: problem``, in the current
+    language) and return whether it passed; for a ``part``, :func:`.keeping.keep` saves it or
+    says which version the model uses meanwhile, in the same line. Inside
+    :func:`.keeping.quietly` the verdict is also handed to :func:`.keeping.heard`.
+
+    ``title`` is shown translated (:func:`course_utils.lab.language.translated`) unless it is an
+    identifier (a function or class name, which stays as it is)."""
     note = ""
     if part:
         problem, note = keep(answer, problem)
+    heard(problem)
+    shown = title if title.isidentifier() else translated(title)
     if problem is None:
-        print(f"✅ {title}: correct{note}")
+        print(tr("✅ {title}: correct").format(title=shown) + note)
         return True
-    print(f"❌ {title}: {problem}{note}")
+    print(tr("❌ {title}: {problem}").format(title=shown, problem=problem) + note)
     return False
 
 
@@ -156,10 +171,10 @@ def _signature_problem(answer: Callable, cases: list[Case], names, call) -> str 
     try:
         signature.bind(*case.args, **case.kwargs)
     except TypeError:
-        return (
-            f"your function takes {signature}, but the exercise calls it as "
-            f"f({', '.join(names)}); give it exactly these parameters"
-        )
+        return tr(
+            "your function takes {signature}, but the exercise calls it as f({names}); give it "
+            "exactly these parameters"
+        ).format(signature=signature, names=", ".join(names))
     return None
 
 
@@ -171,19 +186,21 @@ def _verdict(answer, reference, mistakes, names, options: _Options) -> str | Non
         try:
             got = _run_answer(answer, case, options.call, changed)
         except NotImplementedError:
-            return "not implemented yet"
+            return tr("not implemented yet")
         except _LearnerError as wrapped:
             raised = _learner_error(
                 wrapped.error, case.describe(names), options.errors, options.answer
             )
             return _named_elsewhere(answer, reference, mistakes, names, options, raised)
         if isinstance(got, Problem):
-            return f"on {case.describe(names)}, {got}"
+            return tr("on {case}, {problem}").format(
+                case=case.describe(names), problem=translated(got) if got else got
+            )
         if changed:
             return _in_place(answer, case, changed[0], names, options)
         options.results[(reference, id(case), False)] = expected
         options.results[(answer, id(case), True)] = got
-        problem = difference(got, expected, "the result", options.axes, options.tolerance)
+        problem = difference(got, expected, N_("the result"), options.axes, options.tolerance)
         if problem is None:
             passed.append(case)
             continue

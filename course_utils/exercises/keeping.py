@@ -17,13 +17,16 @@ import contextlib
 import functools
 import io
 import os
+import re
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import course_utils.exercises.solution_model as solution_model
+from course_utils.exercises.cases import CheckerFailure
 from course_utils.exercises.sources import MissingHelper, source_of, with_helpers
 from course_utils.lab.drive import FOLDER_ENV, parts_on_drive_in_colab
+from course_utils.lab.language import tr
 
 __all__ = ["FOLDER_ENV", "PARTS", "keep", "parts_folder", "quietly", "quiet_verdict"]
 
@@ -76,19 +79,34 @@ def keep(answer: object, problem: str | None) -> tuple[str | None, str]:
         except MissingHelper as error:
             problem = str(error)
         except (OSError, TypeError, ValueError, SyntaxError) as error:
-            return None, f" (but it could not be saved for my_model: {error})"
+            return None, _Unsaved.note(error)
         else:
             return None, _save(name, source, helpers)
-    if problem != "not implemented yet":
+    if not _not_implemented(problem):
         _write(_failed_path(name), problem)
     if _mine(name):
-        return problem, (
-            f". Until it passes, my_parts and my_model use your last {name} that passed "
-            f"({parts_folder() / (name + '.py')})"
-        )
-    if problem == "not implemented yet":
+        return problem, tr(
+            ". Until it passes, my_parts and my_model use your last {name} that passed ({path})"
+        ).format(name=name, path=parts_folder() / (name + ".py"))
+    if _not_implemented(problem):
         return problem, ""
-    return problem, f". Until it passes, my_parts and my_model use the course's {name}"
+    return problem, tr(". Until it passes, my_parts and my_model use the course's {name}").format(
+        name=name
+    )
+
+
+def _not_implemented(problem: str) -> bool:
+    """The verdict is "not implemented yet" (in English or in the current language)."""
+    return problem in ("not implemented yet", tr("not implemented yet"))
+
+
+class _Unsaved(str):
+    """The note of a part that passed but could not be saved (:func:`save_part` tells it
+    from the note of a part saved)."""
+
+    @classmethod
+    def note(cls, error: BaseException) -> _Unsaved:
+        return cls(tr(" (but it could not be saved for my_model: {error})").format(error=error))
 
 
 def _save(name: str, source: str, helpers: list[str]) -> str:
@@ -99,9 +117,12 @@ def _save(name: str, source: str, helpers: list[str]) -> str:
         _write(path, source)
         _failed_path(name).unlink(missing_ok=True)
     except OSError as error:
-        return f" (but it could not be saved for my_model: {error})"
-    with_them = f", with {', '.join(helpers)}" if helpers else ""
-    return f" (saved for my_parts and my_model as {path}{with_them})"
+        return _Unsaved.note(error)
+    if helpers:
+        return tr(" (saved for my_parts and my_model as {path}, with {helpers})").format(
+            path=path, helpers=", ".join(helpers)
+        )
+    return tr(" (saved for my_parts and my_model as {path})").format(path=path)
 
 
 def _write(path: Path, text: str) -> None:
@@ -123,8 +144,12 @@ def save_part(answer: object) -> Path | None:
     if name not in PARTS:
         return None
     problem, note = keep(answer, None)
-    if problem is not None or "could not be saved" in note:
-        print(f"(your {name} passed, but could not be saved for my_model: {problem or note})")
+    if problem is not None or isinstance(note, _Unsaved):
+        print(
+            tr("(your {name} passed, but could not be saved for my_model: {reason})").format(
+                name=name, reason=problem or note
+            )
+        )
         return None
     return parts_folder() / f"{name}.py" if note else None
 
@@ -170,30 +195,46 @@ def _saved(name: str) -> str | None:
 
 #: True inside :func:`quietly`: checkers save nothing and mark nothing.
 QUIET = False
+#: Inside :func:`quietly`, the verdicts reported (:func:`heard`) at this level; else None.
+_HEARD: list | None = None
+
+
+def heard(problem: str | None) -> None:
+    """Note a verdict (None for a pass) for :func:`quiet_verdict`; called by
+    :func:`.judge.report`. Does nothing outside :func:`quietly`."""
+    if _HEARD is not None:
+        _HEARD.append(problem)
 
 
 @contextlib.contextmanager
 def quietly() -> Iterator[io.StringIO]:
     """Run checkers without printing (what they print is in the yielded buffer) and without
     saving or marking any part."""
-    global QUIET
+    global QUIET, _HEARD
     before, QUIET = QUIET, True
+    heard_before, _HEARD = _HEARD, []
     buffer = io.StringIO()
     try:
         with contextlib.redirect_stdout(buffer):
             yield buffer
     finally:
-        QUIET = before
+        QUIET, _HEARD = before, heard_before
 
 
 def quiet_verdict(checker: Callable, part: object) -> str | None:
     """What ``checker`` says of ``part``, run :func:`quietly`: None when it passes, or when
-    the checker itself fails (that is never the learner's), else its reason."""
+    the checker itself fails (that is never the learner's), else its reason (in the current
+    language)."""
     with quietly() as printed:
+        verdicts = _HEARD
         passed = checker(part)
     if passed:
         return None
+    if verdicts:  # a checker written with judge: its verdict as reported
+        problem = verdicts[-1]
+        return None if isinstance(problem, CheckerFailure) else problem
     line = next((x for x in printed.getvalue().splitlines() if x.startswith("❌")), "")
-    if "checker itself failed" in line or ": " not in line:
+    said = re.split(r": |：", line, maxsplit=1)  # run_check's line: "❌ title: problem"
+    if "checker itself failed" in line or len(said) < 2:
         return None
-    return line.split(": ", 1)[1]
+    return said[1]

@@ -36,6 +36,7 @@ from torch import nn
 
 from course_utils.exercises.judge import Case, judge, report
 from course_utils.exercises.runner import Prepared, Runner
+from course_utils.lab.language import tr, translated
 
 __all__ = ["ModuleRunner", "judge_module", "random_weights"]
 
@@ -96,7 +97,7 @@ def judge_module(
     """
     first = cases[0].args[:build_args]
     problem = _not_a_module_class(part, title, first, checker)
-    problem = problem or _build_problem(part, reference, first, title, structure)
+    problem = problem or _build_problem(part, reference, first, structure)
     if problem is not None:
         return report(title, part, problem, part=True)
     names = list(inspect.signature(reference.__init__).parameters)[1 : build_args + 1]
@@ -127,8 +128,10 @@ class ModuleRunner(Runner):
     def prepare(self, part, args, kwargs, *, device="cpu", grad=True, train=True) -> Prepared:
         module = build(part, self.reference, args[: self.build_args]).train(train)
         plain = {
-            f"self.{name}, a plain tensor attribute (module.to(device) moves parameters and "
-            "buffers, not it),": value
+            tr(
+                "self.{name}, a plain tensor attribute (module.to(device) moves parameters and "
+                "buffers, not it),"
+            ).format(name=name): value
             for name, value in vars(module).items()
             if isinstance(value, torch.Tensor)
         }
@@ -160,28 +163,33 @@ def _harness(reference: type, build_args: int, names: list[str]) -> Callable:
 def _not_a_module_class(part: object, title: str, args: tuple, checker: str) -> str | None:
     shown = ", ".join(repr(a) for a in args)
     if isinstance(part, nn.Module):
-        return (
-            f"got an instance of {type(part).__name__}; pass the class itself: "
-            f"{checker}({title}), not {checker}({title}({shown}))"
-        )
+        return tr(
+            "got an instance of {kind}; pass the class itself: {checker}({title}), not "
+            "{checker}({title}({arguments}))"
+        ).format(kind=type(part).__name__, checker=checker, title=title, arguments=shown)
     if not isinstance(part, type) or not issubclass(part, nn.Module):
-        return f"expected your class {title} (a subclass of nn.Module), got {_kind(part)}"
+        return tr("expected your class {title} (a subclass of nn.Module), got {kind}").format(
+            title=title, kind=_kind(part)
+        )
     return None
 
 
 def _kind(value: object) -> str:
     if isinstance(value, type):
-        name = value.__name__
-        return f"the class {name}, which is not an nn.Module: write class {name}(nn.Module)"
+        return tr(
+            "the class {name}, which is not an nn.Module: write class {name}(nn.Module)"
+        ).format(name=value.__name__)
     if isinstance(value, torch.Tensor):
-        return f"a tensor of shape {tuple(value.shape)}"
-    return f"a {type(value).__name__}"
+        return tr("a tensor of shape {shape}").format(shape=tuple(value.shape))
+    return tr("a {kind}").format(kind=type(value).__name__)
 
 
 def _listed(names: list[str]) -> str:
     """At most three names, then how many in all."""
     shown = ", ".join(names[:3])
-    return shown if len(names) <= 3 else f"{shown}, ... ({len(names)} in all)"
+    if len(names) <= 3:
+        return shown
+    return tr("{names}, ... ({count} in all)").format(names=shown, count=len(names))
 
 
 def _names_problem(module: nn.Module, shown: str, missing: list[str], extra: list[str]) -> str:
@@ -190,42 +198,65 @@ def _names_problem(module: nn.Module, shown: str, missing: list[str], extra: lis
     the names themselves."""
     for name, value in vars(module).items():
         if isinstance(value, list | tuple) and any(isinstance(v, nn.Module) for v in value):
-            return (
-                f"self.{name} is a plain Python {type(value).__name__}: its modules' parameters "
-                f"are not part of {shown} (they would not train or load); wrap it: "
-                f"self.{name} = nn.ModuleList([...])"
-            )
+            return tr(
+                "self.{name} is a plain Python {kind}: its modules' parameters are not part of "
+                "{module} (they would not train or load); wrap it: "
+                "self.{name} = nn.ModuleList([...])"
+            ).format(name=name, kind=type(value).__name__, module=shown)
     if extra and not missing and all(k.endswith(".bias") for k in extra):
-        return (
-            f"{shown} has biases the course's model does not: {_listed(extra)}; build those "
-            "layers with bias=False"
-        )
+        return tr(
+            "{module} has biases the course's model does not: {names}; build those layers "
+            "with bias=False"
+        ).format(module=shown, names=_listed(extra))
     if missing and not extra and all(k.endswith(".bias") for k in missing):
-        return (
-            f"{shown} lacks biases the course's model has: {_listed(missing)}; nn.Linear has "
-            "one unless you pass bias=False"
-        )
+        return tr(
+            "{module} lacks biases the course's model has: {names}; nn.Linear has one unless "
+            "you pass bias=False"
+        ).format(module=shown, names=_listed(missing))
     if missing and not extra and all(re.match(r"blocks\.\d+\.", k) for k in missing):
         have = len({k.split(".")[1] for k in module.state_dict() if k.startswith("blocks.")})
         wanted = max(int(k.split(".")[1]) for k in missing) + 1
-        return (
-            f"{shown} has {have} block(s) in self.blocks, expected {wanted} (n_layers): "
-            "build one Block per layer"
-        )
+        return tr(
+            "{module} has {have} block(s) in self.blocks, expected {wanted} (n_layers): build "
+            "one Block per layer"
+        ).format(module=shown, have=have, wanted=wanted)
     buffers = {name for name, _ in module.named_buffers()}
     if extra and not missing and all(k in buffers for k in extra):
-        return (
-            f"{shown} registers {_listed(extra)} as a buffer, which goes into its state dict, "
-            "so the course's weights do not load into it (an unexpected key): pass "
-            "persistent=False to register_buffer, or build it in forward"
+        return tr(
+            "{module} registers {names} as a buffer, which goes into its state dict, so the "
+            "course's weights do not load into it (an unexpected key): pass persistent=False "
+            "to register_buffer, or build it in forward"
+        ).format(module=shown, names=_listed(extra))
+    return _names_differ(shown, missing, extra)
+
+
+def _names_differ(shown: str, missing: list[str], extra: list[str]) -> str:
+    """The parameters missing and the extra ones, by name."""
+    fields = dict(module=shown, missing=_listed(missing), extra=_listed(extra))
+    if missing and extra:
+        message = tr(
+            "{module} has no parameter {missing} but has {extra}: use the attribute names the "
+            "exercise gives (the course's weights load by name)"
         )
-    said = f"{shown} has no parameter {_listed(missing)}" if missing else shown
-    if extra:
-        said += f"{' but has' if missing else ' has extra parameters'} {_listed(extra)}"
-    return f"{said}: use the attribute names the exercise gives (the course's weights load by name)"
+    elif missing:
+        message = tr(
+            "{module} has no parameter {missing}: use the attribute names the exercise gives "
+            "(the course's weights load by name)"
+        )
+    elif extra:
+        message = tr(
+            "{module} has extra parameters {extra}: use the attribute names the exercise gives "
+            "(the course's weights load by name)"
+        )
+    else:
+        message = tr(
+            "{module}: use the attribute names the exercise gives (the course's weights load by "
+            "name)"
+        )
+    return message.format(**fields)
 
 
-def _build_problem(part: type, reference: type, args: tuple, title: str, structure) -> str | None:
+def _build_problem(part: type, reference: type, args: tuple, structure) -> str | None:
     """Build the learner's module and compare its parameter names and shapes with the
     reference's: a missing, extra or renamed attribute is named."""
     shown = f"{part.__name__}({', '.join(repr(a) for a in args)})"
@@ -233,13 +264,13 @@ def _build_problem(part: type, reference: type, args: tuple, title: str, structu
         with torch.random.fork_rng():
             module = part(*args)
     except NotImplementedError:
-        return "not implemented yet"
+        return tr("not implemented yet")
     except Exception as error:  # the learner's __init__ may fail in any way
         wanted = ", ".join(list(inspect.signature(reference.__init__).parameters)[1:])
-        return (
-            f"{shown} raised {type(error).__name__}: {error}; __init__ takes ({wanted}) "
-            "(the exercise lists its arguments)"
-        )
+        return tr(
+            "{module} raised {kind}: {error}; __init__ takes ({wanted}) (the exercise lists its "
+            "arguments)"
+        ).format(module=shown, kind=type(error).__name__, error=error, wanted=wanted)
     expected = random_weights(reference, args)
     got = module.state_dict()
     missing = [k for k in expected if k not in got]
@@ -248,11 +279,14 @@ def _build_problem(part: type, reference: type, args: tuple, title: str, structu
         return _names_problem(module, shown, missing, extra)
     for key, value in expected.items():
         if tuple(got[key].shape) != tuple(value.shape):
-            return (
-                f"{shown}'s {key} has shape {tuple(got[key].shape)}, expected "
-                f"{tuple(value.shape)} (the exercise gives each layer's sizes)"
+            return tr(
+                "{module}'s {key} has shape {shape}, expected {expected} (the exercise gives "
+                "each layer's sizes)"
+            ).format(
+                module=shown, key=key, shape=tuple(got[key].shape), expected=tuple(value.shape)
             )
     if structure is None:
         return None
     module.load_state_dict(expected)
-    return structure(module.eval())
+    problem = structure(module.eval())
+    return translated(problem) if problem else problem

@@ -21,12 +21,19 @@ from course_utils.exercises.cases import (
 )
 from course_utils.exercises.difference import difference
 from course_utils.exercises.watch import Watch, rewrite_in_place, storage_of, traceback_line
+from course_utils.lab.language import tr, translated
+
+
+def _shown(text: str) -> str:
+    """A text the checker gave (a mistake, a hint: maybe marked with ``N_``), in the current
+    language."""
+    return translated(text) if text else text
 
 
 def _in_place(answer, case: Case, index: int, names, options) -> str:
     """The learner's function changed argument ``index`` of ``case``: said, with the line
     (run again under a :class:`.watch.Watch`) and the line to write instead."""
-    name = names[index] if index < len(names) else f"argument {index}"
+    name = names[index] if index < len(names) else tr("argument {index}").format(index=index)
     args, kwargs = case.fresh()
     with Watch() as watch:
         _try(
@@ -37,18 +44,24 @@ def _in_place(answer, case: Case, index: int, names, options) -> str:
     value = args[index]
     storage = storage_of(value) if isinstance(value, torch.Tensor) else None
     event = next((e for e in watch.in_place if storage is not None and e.storage == storage), None)
-    where = f"on {case.describe(names)}, it changes its argument {name} in place"
+    where = tr("on {case}, it changes its argument {name} in place").format(
+        case=case.describe(names), name=name
+    )
     if event is None:
-        kind = type(value).__name__
-        return (
-            f"{where}: the caller's {kind} is not the same afterwards; leave it as it is and "
+        return tr(
+            "{where}: the caller's {kind} is not the same afterwards; leave it as it is and "
             "build a new one"
-        )
+        ).format(where=where, kind=type(value).__name__)
     fix = rewrite_in_place(event.line)
-    instead = f"write `{fix}` instead, which makes a new tensor" if fix else (
-        f"copy it first ({name} = {name}.clone()) or build a new tensor"
-    )  # fmt: skip
-    return f"{where} ({event}): the caller's tensor changes; {instead}"
+    if fix:
+        return tr(
+            "{where} ({event}): the caller's tensor changes; write `{fix}` instead, which makes a "
+            "new tensor"
+        ).format(where=where, event=event, fix=fix)
+    return tr(
+        "{where} ({event}): the caller's tensor changes; copy it first ({name} = {name}.clone()) "
+        "or build a new tensor"
+    ).format(where=where, event=event, name=name)
 
 
 def _named_elsewhere(answer, reference, mistakes, names, options, raised: str) -> str:
@@ -62,18 +75,21 @@ def _named_elsewhere(answer, reference, mistakes, names, options, raised: str) -
             continue
         named = _named(got, expected, case, mistakes, reference, names, options)
         if named is not None:
-            return f"{named} ({raised})"
+            return tr("{named} ({raised})").format(named=named, raised=raised)
     return raised
 
 
 def _learner_error(error: BaseException, where: str, errors, answer=None) -> str:
-    said = f"your function raised {type(error).__name__}: {str(error).strip()}"
     line = traceback_line(error)
-    where = f"{where}, at {line}" if line else where
+    fields = dict(kind=type(error).__name__, error=str(error).strip(), where=where, line=line)
+    if line:
+        said = tr("your function raised {kind}: {error} (on {where}, at {line})").format(**fields)
+    else:
+        said = tr("your function raised {kind}: {error} (on {where})").format(**fields)
     for kind, pattern, hint in errors:
         if isinstance(error, kind) and re.search(pattern, str(error)):
-            return f"{said} (on {where}): {hint}{_globals_read(answer)}"
-    return f"{said} (on {where}){_globals_read(answer)}"
+            return tr("{said}: {hint}").format(said=said, hint=_shown(hint)) + _globals_read(answer)
+    return said + _globals_read(answer)
 
 
 def _same(got, output, options: _Options) -> bool:
@@ -93,16 +109,17 @@ def _named(got, expected, case: Case, mistakes, reference, names, options) -> st
     others = _others(case, reference, options) if fits else []
     for message, wrong in fits:
         if all(_holds(o, c, wrong, options) for c, o, _ in others):
-            return f"looks like {message}"
+            return tr("looks like {mistake}").format(mistake=_shown(message))
     ignored = _ignored_argument(got, expected, case, reference, names, options)
     if ignored is not None or not fits:
         return ignored
     message, wrong = max(fits, key=lambda f: sum(_holds(o, c, f[1], options) for c, o, _ in others))
     wrong_elsewhere = next(c for c, o, _ in others if not _holds(o, c, wrong, options))
-    return (
-        f"looks like {message} (on {case.describe(names)}); on "
-        f"{wrong_elsewhere.describe(names)} it differs from that mistake too, so something "
-        "else is wrong as well"
+    return tr(
+        "looks like {mistake} (on {case}); on {other} it differs from that mistake too, so "
+        "something else is wrong as well"
+    ).format(
+        mistake=_shown(message), case=case.describe(names), other=wrong_elsewhere.describe(names)
     )
 
 
@@ -150,12 +167,11 @@ def _ignored_argument(got, expected, case: Case, reference, names, options) -> s
                     for c, o, _ in _others(case, reference, options))
         ]  # fmt: skip
         if held:
-            shown = " or ".join(f"{names[i]}={v!r}" for v in held)
-            return (
-                f"the result is what {shown} gives, not {names[i]}={value!r} (on "
-                f"{case.describe(names)}, and the same on every case): use the argument "
-                f"{names[i]}, not a fixed value or a notebook global"
-            )
+            shown = tr(" or ").join(f"{names[i]}={v!r}" for v in held)
+            return tr(
+                "the result is what {values} gives, not {name}={value} (on {case}, and the same "
+                "on every case): use the argument {name}, not a fixed value or a notebook global"
+            ).format(values=shown, name=names[i], value=repr(value), case=case.describe(names))
     return None
 
 
@@ -174,11 +190,16 @@ def _fixed_at(got, expected, case: Case, i: int, value, reference, options) -> b
 
 
 def _unnamed(problem: str, case: Case, passed: list[Case], names, options) -> str:
-    text = f"on {case.describe(names)}, {problem}"
     if passed:
-        text += f" (it was right on {passed[0].describe(names)})"
+        text = tr("on {case}, {problem} (it was right on {right})").format(
+            case=case.describe(names), problem=problem, right=passed[0].describe(names)
+        )
+    else:
+        text = tr("on {case}, {problem}").format(case=case.describe(names), problem=problem)
     text += _globals_read(options.answer)
-    return f"{text}; {options.hint}" if options.hint else text
+    if options.hint:
+        return tr("{verdict}; {hint}").format(verdict=text, hint=_shown(options.hint))
+    return text
 
 
 def _globals_read(answer) -> str:
@@ -197,10 +218,10 @@ def _globals_read(answer) -> str:
     ]
     if not numbers:
         return ""
-    return (
-        f"; it reads {', '.join(numbers[:4])} from your notebook's globals: take sizes from "
-        "the arguments and the inputs' shapes instead"
-    )
+    return tr(
+        "; it reads {values} from your notebook's globals: take sizes from the arguments and "
+        "the inputs' shapes instead"
+    ).format(values=", ".join(numbers[:4]))
 
 
 def _random(answer, case: Case, names, options) -> str | None:
@@ -215,7 +236,7 @@ def _random(answer, case: Case, names, options) -> str | None:
     if any(r is _FAILED for r in results) or _try(lambda: _same(*results, options)) is not False:
         return None
     seen = f" ({watch.dropout[0]})" if watch.dropout else ""
-    return (
-        f"on {case.describe(names)}, its result changes from one run to the next: it is "
-        f"random{seen}; the specification has no randomness (no dropout)"
-    )
+    return tr(
+        "on {case}, its result changes from one run to the next: it is random{seen}; the "
+        "specification has no randomness (no dropout)"
+    ).format(case=case.describe(names), seen=seen)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from course_utils.exercises.core import run_check
 from course_utils.exercises.judge import Case, Problem, judge
+from course_utils.lab.language import N_, tr, translated
 
 
 def _counts(pairs) -> dict[tuple[int, int], int]:
@@ -19,24 +20,26 @@ def _counts(pairs) -> dict[tuple[int, int], int]:
 _PAIR_MISTAKES = [
     (
         lambda ids: {pair: 1 for pair in zip(ids, ids[1:])},
-        "every count is 1: the pairs are right but a repeated pair is not counted again; "
-        "add 1 to its count each time: counts[pair] = counts.get(pair, 0) + 1",
+        N_(
+            "every count is 1: the pairs are right but a repeated pair is not counted again; "
+            "add 1 to its count each time: counts[pair] = counts.get(pair, 0) + 1"
+        ),
     ),
     (
         lambda ids: _counts(zip(ids[::2], ids[1::2])),
-        "pairs overlap: [a, b, c] holds (a, b) and (b, c), so step by one",
+        N_("pairs overlap: [a, b, c] holds (a, b) and (b, c), so step by one"),
     ),
     (
         lambda ids: _counts(zip(ids[:-1], ids[1:-1])),
-        "the last pair is missing (there are len(ids) - 1 pairs)",
+        N_("the last pair is missing (there are len(ids) - 1 pairs)"),
     ),
     (
         lambda ids: _counts(zip(ids[1:], ids[2:])),
-        "the first pair is missing (there are len(ids) - 1 pairs)",
+        N_("the first pair is missing (there are len(ids) - 1 pairs)"),
     ),
     (
         lambda ids: _counts(zip(ids[1:], ids)),
-        "the pairs are reversed: write (left, right) = (ids[i], ids[i + 1])",
+        N_("the pairs are reversed: write (left, right) = (ids[i], ids[i + 1])"),
     ),
 ]
 
@@ -46,7 +49,7 @@ def _pairs_hint(answers: dict[tuple[int, ...], dict]) -> str:
     ambiguous: on [1, 2, 3, 1, 2] "all counts 1" and "last pair missing" agree), or ''."""
     for mistake, hint in _PAIR_MISTAKES:
         if all(answer == mistake(list(ids)) for ids, answer in answers.items()):
-            return f"; {hint}"
+            return tr("; {hint}").format(hint=translated(hint))
     return ""
 
 
@@ -74,15 +77,20 @@ def check_count_pairs(count_pairs: Callable) -> bool:
             answer = count_pairs(list(ids))
             if not isinstance(answer, dict):
                 kind = type(answer).__name__
-                return (
-                    f"count_pairs({ids}) should return a dict {{(left, right): count}}, got {kind}"
-                )
+                return tr(
+                    "count_pairs({ids}) should return a dict {{(left, right): count}}, got {kind}"
+                ).format(ids=ids, kind=kind)
             answers[tuple(ids)] = {pair: count for pair, count in answer.items() if count != 0}
         for ids, answer in answers.items():
             expected = _counts(zip(ids, ids[1:]))
             if answer != expected:
                 hint = _pairs_hint(answers)
-                return f"count_pairs({list(ids)}) returned {answer}, expected {expected}{hint}"
+                return (
+                    tr("count_pairs({ids}) returned {answer}, expected {expected}").format(
+                        ids=list(ids), answer=answer, expected=expected
+                    )
+                    + hint
+                )
         return None
 
     return run_check("count_pairs", attempt)
@@ -105,25 +113,29 @@ def _merge(ids, pair, new_id, *, step=2, first_only=False, keep_last=True):
 
 MERGE_PAIR_MISTAKES = [
     (
-        "the last id is missing: a lone last id must be copied too",
+        N_("the last id is missing: a lone last id must be copied too"),
         lambda ids, pair, new_id: _merge(ids, pair, new_id, keep_last=False),
     ),
     (
-        "after a merge the scan moves one id on, so the pair's second id is used again: skip "
-        "both ids of the pair (i += 2)",
+        N_(
+            "after a merge the scan moves one id on, so the pair's second id is used again: "
+            "skip both ids of the pair (i += 2)"
+        ),
         lambda ids, pair, new_id: _merge(ids, pair, new_id, step=1),
     ),
     (
-        "a scan from the right: overlaps go to the leftmost match ([1, 1, 1] with (1, 1) "
-        "gives [new_id, 1]); scan left to right",
+        N_(
+            "a scan from the right: overlaps go to the leftmost match ([1, 1, 1] with (1, 1) "
+            "gives [new_id, 1]); scan left to right"
+        ),
         lambda ids, pair, new_id: _merge(ids[::-1], pair[::-1], new_id)[::-1],
     ),
     (
-        "only the first occurrence merged: replace every occurrence",
+        N_("only the first occurrence merged: replace every occurrence"),
         lambda ids, pair, new_id: _merge(ids, pair, new_id, first_only=True),
     ),
     (
-        "the pair matched in either order: (b, a) is another pair than (a, b)",
+        N_("the pair matched in either order: (b, a) is another pair than (a, b)"),
         lambda ids, pair, new_id: _merge(_merge(ids, pair, new_id), tuple(pair[::-1]), new_id),
     ),
 ]
@@ -163,10 +175,12 @@ def _foreign_ids(merge_pair, ids, pair, new_id):
         foreign = [i for i in result if i not in ids and i != new_id]
         if foreign:
             return Problem(
-                f"the result {result} holds {foreign[0]}, which is neither an id of the input "
-                "nor new_id: digits of neighbouring ids were run together (as a replace over "
-                "the ids written as text does); compare the ids themselves, pair by pair: "
-                "(ids[i], ids[i + 1]) == pair"
+                tr(
+                    "the result {result} holds {foreign}, which is neither an id of the input "
+                    "nor new_id: digits of neighbouring ids were run together (as a replace over "
+                    "the ids written as text does); compare the ids themselves, pair by pair: "
+                    "(ids[i], ids[i + 1]) == pair"
+                ).format(result=result, foreign=foreign[0])
             )
     return result
 
@@ -175,36 +189,42 @@ def _join_hint(encoding, documents: list[str], answer: list, expected: list[int]
     """Say how ``answer`` differs from ``expected`` in the exercise's words."""
     eot = encoding.eot_token
     if answer == expected[:-1]:
-        return "the last document has no <|endoftext|> after it; end every document with one"
+        return tr("the last document has no <|endoftext|> after it; end every document with one")
     if answer == [eot] + expected[:-1]:
-        return "<|endoftext|> comes before each document; it must follow each document"
+        return tr("<|endoftext|> comes before each document; it must follow each document")
     if answer == [i for i in expected if i != eot]:
-        return "no <|endoftext|> at all; append encoding.eot_token after each document"
+        return tr("no <|endoftext|> at all; append encoding.eot_token after each document")
     per_document = []
     for document in documents:
         per_document += encoding.encode(document, allowed_special="all") + [eot]
     if answer == per_document:
-        return (
+        return tr(
             "the text '<|endoftext|>' inside a document became the special token; encode "
             "each document with encode_ordinary"
         )
     where = next((i for i, (a, e) in enumerate(zip(answer, expected)) if a != e), None)
     if where is None:
         shared = min(len(answer), len(expected))
-        return (
-            f"returned {len(answer)} ids, expected {len(expected)}; the first {shared} agree, "
+        return tr(
+            "returned {count} ids, expected {expected}; the first {shared} agree, "
             "so ids are missing or extra at the end"
-        )
+        ).format(count=len(answer), expected=len(expected), shared=shared)
 
     def show(token) -> str:
         try:
             return repr(encoding.decode([token]))
         except Exception:  # not a valid id
-            return "not a token id"
+            return tr("not a token id")
 
-    return (
-        f"the ids first differ at position {where}: {answer[where]!r} ({show(answer[where])}) "
-        f"where {expected[where]} ({show(expected[where])}) belongs"
+    return tr(
+        "the ids first differ at position {where}: {answer!r} ({answer_text}) "
+        "where {expected} ({expected_text}) belongs"
+    ).format(
+        where=where,
+        answer=answer[where],
+        answer_text=show(answer[where]),
+        expected=expected[where],
+        expected_text=show(expected[where]),
     )
 
 
@@ -231,23 +251,28 @@ def check_join_documents(join_documents: Callable) -> bool:
             answer = join_documents(encoding, list(documents))
             call = f"join_documents({name}, documents)"
             if not isinstance(answer, list):
-                return f"{call} should return a list of ids, got {type(answer).__name__}"
+                return tr("{call} should return a list of ids, got {kind}").format(
+                    call=call, kind=type(answer).__name__
+                )
             if answer == expected:
                 continue
             text = "".join(d + "<|endoftext|>" for d in documents)
             if answer == encoding.encode_ordinary(text):
-                return (
-                    f"{call}: <|endoftext|> came out as ordinary text tokens; append the "
+                return tr(
+                    "{call}: <|endoftext|> came out as ordinary text tokens; append the "
                     "special id encoding.eot_token instead"
-                )
+                ).format(call=call)
             if answer == encoding.encode(text, allowed_special="all"):
-                return (
-                    f"{call}: the text '<|endoftext|>' inside a document became the special "
+                return tr(
+                    "{call}: the text '<|endoftext|>' inside a document became the special "
                     "token; encode each document with encode_ordinary"
-                )
+                ).format(call=call)
             if encoding.eot_token not in answer and 100257 in answer:
-                return f"{call} uses id 100257; take the id from encoding.eot_token"
-            return f"{call}: {_join_hint(encoding, documents, answer, expected)}"
+                return tr("{call} uses id 100257; take the id from encoding.eot_token").format(
+                    call=call
+                )
+            hint = _join_hint(encoding, documents, answer, expected)
+            return tr("{call}: {hint}").format(call=call, hint=hint)
         return None
 
     return run_check("join_documents", attempt)

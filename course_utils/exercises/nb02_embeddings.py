@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from course_utils.exercises.judge import Case, Problem, judge
+from course_utils.lab.language import N_, tr
 
 # --- the embedding bigram as a V x V table of logits ----------------------------------------
 
@@ -34,54 +35,69 @@ _NOTEBOOK_D_MODEL = 24  # the notebook's global: an answer that reads it fails o
 
 LOGIT_TABLE_MISTAKES = [
     (
-        "the sqrt(d_model) scale left out: TokenEmbedding multiplies each row by sqrt(d_model) "
-        "before the head reads it",
+        N_(
+            "the sqrt(d_model) scale left out: TokenEmbedding multiplies each row by sqrt(d_model) "
+            "before the head reads it"
+        ),
         lambda e, w, b: _scaled(e, 1.0, w, b),
     ),
     (
-        "a scale of d_model; TokenEmbedding multiplies by sqrt(d_model)",
+        N_("a scale of d_model; TokenEmbedding multiplies by sqrt(d_model)"),
         lambda e, w, b: _scaled(e, e.shape[1], w, b),
     ),
     (
-        "a scale of sqrt(vocab_size); d_model is the table's width, embedding_weight.shape[1]",
+        N_("a scale of sqrt(vocab_size); d_model is the table's width, embedding_weight.shape[1]"),
         lambda e, w, b: _scaled(e, math.sqrt(e.shape[0]), w, b),
     ),
     (
-        "sqrt(24), the notebook's d_model; take d_model from the table, embedding_weight.shape[1]",
+        N_(
+            "sqrt(24), the notebook's d_model; take d_model from the table, "
+            "embedding_weight.shape[1]"
+        ),
         lambda e, w, b: _scaled(e, math.sqrt(_NOTEBOOK_D_MODEL), w, b),
     ),
     (
-        "the whole logits scaled, bias included; sqrt(d_model) scales the embedding only, the "
-        "head then adds its bias",
+        N_(
+            "the whole logits scaled, bias included; sqrt(d_model) scales the embedding only, the "
+            "head then adds its bias"
+        ),
         lambda e, w, b: (e @ w.T + b) * _root_d(e),
     ),
-    ("the head's bias left out: nn.Linear adds it", lambda e, w, b: e * _root_d(e) @ w.T),
+    (N_("the head's bias left out: nn.Linear adds it"), lambda e, w, b: e * _root_d(e) @ w.T),
     (
-        "the bias added down the columns (bias[:, None]); the bias has one entry per next "
-        "token, a column of the table, so it is added to every row: + head_bias",
+        N_(
+            "the bias added down the columns (bias[:, None]); the bias has one entry per next "
+            "token, a column of the table, so it is added to every row: + head_bias"
+        ),
         lambda e, w, b: e * _root_d(e) @ w.T + b[:, None],
     ),
     (
-        "the table transposed: row i must hold the logits after token i (the model's output "
-        "for that token), so compute embedding rows @ head_weight.T",
+        N_(
+            "the table transposed: row i must hold the logits after token i (the model's output "
+            "for that token), so compute embedding rows @ head_weight.T"
+        ),
         lambda e, w, b: _logit_table(e, w, b).T,
     ),
     (
-        "head_weight @ embedding_weight.T; row i must be token i's embedding times the head: "
-        "(sqrt(d_model) * embedding_weight) @ head_weight.T + head_bias",
+        N_(
+            "head_weight @ embedding_weight.T; row i must be token i's embedding times the head: "
+            "(sqrt(d_model) * embedding_weight) @ head_weight.T + head_bias"
+        ),
         lambda e, w, b: w @ (e * _root_d(e)).T + b,
     ),
     (
-        "head_weight used untransposed; nn.Linear stores it as (out, in) = (V, d_model) and "
-        "computes x @ weight.T",
+        N_(
+            "head_weight used untransposed; nn.Linear stores it as (out, in) = (V, d_model) and "
+            "computes x @ weight.T"
+        ),
         lambda e, w, b: e * _root_d(e) @ w + b,
     ),
     (
-        "probabilities (a softmax of each row); the table holds the logits, before any softmax",
+        N_("probabilities (a softmax of each row); the table holds the logits, before any softmax"),
         lambda e, w, b: torch.softmax(_logit_table(e, w, b), dim=-1),
     ),
     (
-        "log-probabilities (log_softmax); the table holds the logits the model outputs",
+        N_("log-probabilities (log_softmax); the table holds the logits the model outputs"),
         lambda e, w, b: torch.log_softmax(_logit_table(e, w, b), dim=-1),
     ),
 ]
@@ -90,7 +106,7 @@ _LOGIT_TABLE_ERRORS = [
     (
         RuntimeError,
         "shapes cannot be multiplied|size mismatch|must match the size",
-        "nn.Linear's weight is (out, in) = (V, d_model): multiply by head_weight.T",
+        N_("nn.Linear's weight is (out, in) = (V, d_model): multiply by head_weight.T"),
     ),
 ]
 
@@ -163,39 +179,47 @@ def _ids(similarities, k, largest=True):
 
 NEAREST_MISTAKES = [
     (
-        "the token itself comes first (its cosine with itself is 1); leave it out",
+        N_("the token itself comes first (its cosine with itself is 1); leave it out"),
         lambda w, t, k: _ids(_cosine(w)[t], k),
     ),
     (
-        "k - 1 neighbours: topk(k) with the token then dropped; take topk(k + 1) and drop it, "
-        "or set the token's own similarity to -inf first",
+        N_(
+            "k - 1 neighbours: topk(k) with the token then dropped; take topk(k + 1) and drop it, "
+            "or set the token's own similarity to -inf first"
+        ),
         lambda w, t, k: _ids(_cosine(w)[t], k)[1:],
     ),
     (
-        "dot products (or only the token's vector normalised): a long row wins whatever its "
-        "direction; cosine similarity divides by the norms of both vectors",
+        N_(
+            "dot products (or only the token's vector normalised): a long row wins whatever its "
+            "direction; cosine similarity divides by the norms of both vectors"
+        ),
         lambda w, t, k: _ids(_others(w @ w[t], t), k),
     ),
     (
-        "the smallest Euclidean distance; cosine similarity compares directions, not positions",
+        N_("the smallest Euclidean distance; cosine similarity compares directions, not positions"),
         lambda w, t, k: _ids(-_others(-torch.cdist(w, w)[t], t), k, largest=False),
     ),
     (
-        "the least similar tokens (an ascending order); the nearest have the largest cosine",
+        N_("the least similar tokens (an ascending order); the nearest have the largest cosine"),
         lambda w, t, k: _ids(-_others(-_cosine(w)[t], t), k, largest=False),
     ),
     (
-        "the columns normalised (norm over dim=0); each token's row is divided by its own norm, "
-        "weight.norm(dim=1, keepdim=True)",
+        N_(
+            "the columns normalised (norm over dim=0); each token's row is divided by its own "
+            "norm, weight.norm(dim=1, keepdim=True)"
+        ),
         lambda w, t, k: _ids(_others((w / w.norm(dim=0)) @ (w / w.norm(dim=0))[t], t), k),
     ),
     (
-        "the absolute cosine: a vector pointing the opposite way (cosine -1) is the least "
-        "similar, not the most",
+        N_(
+            "the absolute cosine: a vector pointing the opposite way (cosine -1) is the least "
+            "similar, not the most"
+        ),
         lambda w, t, k: _ids(_others(_cosine(w)[t].abs(), t), k),
     ),
     (
-        "the neighbours in id order; list them most similar first (topk sorts them)",
+        N_("the neighbours in id order; list them most similar first (topk sorts them)"),
         lambda w, t, k: _nearest(w, t, k).sort().values,
     ),
 ]
@@ -206,23 +230,32 @@ def _as_ids(nearest_tokens, weight, token, k):
     accepted), or a Problem naming what came back instead."""
     result = nearest_tokens(weight, token, k)
     if isinstance(result, tuple) and hasattr(result, "indices"):  # torch.topk's pair
-        return Problem("returned topk's (values, indices) pair; return its .indices")
+        return Problem(tr("returned topk's (values, indices) pair; return its .indices"))
     if isinstance(result, (list, tuple)):
         if not all(isinstance(i, int) and not isinstance(i, bool) for i in result):
             kinds = sorted({type(i).__name__ for i in result})
-            return Problem(f"returned a {type(result).__name__} of {kinds}; return token ids, ints")
+            return Problem(
+                tr("returned a {kind} of {kinds}; return token ids, ints").format(
+                    kind=type(result).__name__, kinds=kinds
+                )
+            )
         return torch.tensor(result, dtype=torch.long)
     if not isinstance(result, torch.Tensor):
-        return Problem(f"returned a {type(result).__name__}; return the k token ids")
+        return Problem(
+            tr("returned a {kind}; return the k token ids").format(kind=type(result).__name__)
+        )
     if result.is_floating_point():
         return Problem(
-            f"returned {result.dtype} numbers (similarities?); return the token ids, "
-            "topk's .indices"
+            tr(
+                "returned {dtype} numbers (similarities?); return the token ids, topk's .indices"
+            ).format(dtype=result.dtype)
         )
     if result.dtype != torch.long:
         return Problem(
-            f"returned {result.dtype} ids; the exercise asks for int64 (torch.long), the dtype "
-            "of topk's .indices and of the ids an nn.Embedding reads: drop the conversion"
+            tr(
+                "returned {dtype} ids; the exercise asks for int64 (torch.long), the dtype "
+                "of topk's .indices and of the ids an nn.Embedding reads: drop the conversion"
+            ).format(dtype=result.dtype)
         )
     return result
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import torch
 
 from course_utils.exercises.judge import Case, judge
+from course_utils.lab.language import N_, tr
 
 
 def _table(max_len, d_model, *, base=10000.0, channel_index=False, swap=False, halves=False,
@@ -29,39 +30,45 @@ def _table(max_len, d_model, *, base=10000.0, channel_index=False, swap=False, h
 
 TABLE_MISTAKES = [
     (
-        "sin and cos swapped: channel 2i is sin, 2i+1 is cos",
+        N_("sin and cos swapped: channel 2i is sin, 2i+1 is cos"),
         lambda n, d: _table(n, d, swap=True),
     ),
     (
-        "base 100000 and the channel index in the exponent (design mistake 1): use 10000 and "
-        "the pair index i = channel // 2",
+        N_(
+            "base 100000 and the channel index in the exponent (design mistake 1): use 10000 and "
+            "the pair index i = channel // 2"
+        ),
         lambda n, d: _table(n, d, base=100000.0, channel_index=True),
     ),
     (
-        "the channel index 2i in the exponent where it needs the pair index i = channel // 2 "
-        "(so 2i/d_model, with i stepping by 1)",
+        N_(
+            "the channel index 2i in the exponent where it needs the pair index i = channel // 2 "
+            "(so 2i/d_model, with i stepping by 1)"
+        ),
         lambda n, d: _table(n, d, channel_index=True),
     ),
-    ("base 100000; the paper's is 10000", lambda n, d: _table(n, d, base=100000.0)),
+    (N_("base 100000; the paper's is 10000"), lambda n, d: _table(n, d, base=100000.0)),
     (
-        "the sines in the first half and the cosines in the second; the paper interleaves "
-        "them: channel 2i is sin, 2i+1 is cos",
+        N_(
+            "the sines in the first half and the cosines in the second; the paper interleaves "
+            "them: channel 2i is sin, 2i+1 is cos"
+        ),
         lambda n, d: _table(n, d, halves=True),
     ),
     (
-        "the exponent i/d_model without the 2: the frequencies are 1 / 10000^(2i/d_model)",
+        N_("the exponent i/d_model without the 2: the frequencies are 1 / 10000^(2i/d_model)"),
         lambda n, d: _table(n, d, two=1),
     ),
     (
-        "positions counted from 1; the first position is 0 (its row is sin 0 = 0, cos 0 = 1)",
+        N_("positions counted from 1; the first position is 0 (its row is sin 0 = 0, cos 0 = 1)"),
         lambda n, d: _table(n, d, first_position=1),
     ),
     (
-        "pos * 10000^(2i/d_model): the angle divides by it, pos / 10000^(2i/d_model)",
+        N_("pos * 10000^(2i/d_model): the angle divides by it, pos / 10000^(2i/d_model)"),
         lambda n, d: _table(n, d, multiply=True),
     ),
     (
-        "the table transposed, (d_model, max_len); rows are positions: (max_len, d_model)",
+        N_("the table transposed, (d_model, max_len); rows are positions: (max_len, d_model)"),
         lambda n, d: _table(n, d).T,
     ),
 ]
@@ -77,14 +84,16 @@ def check_sinusoidal_table(fn: Callable[[int, int], torch.Tensor]) -> bool:
     """
     cases = [Case(50, 24), Case(7, 10), Case(1, 2), Case(13, 6), Case(3, 64)]
     return judge(
-        "sinusoidal positional encoding table",
+        tr("sinusoidal positional encoding table"),
         fn,
         _table,
         cases,
         TABLE_MISTAKES,
         axes="max_len d_model",
-        hint="channel 2i is sin, 2i+1 is cos, and the exponent 2i/d_model uses the pair index "
-        "i = channel // 2",
+        hint=tr(
+            "channel 2i is sin, 2i+1 is cos, and the exponent 2i/d_model uses the pair index "
+            "i = channel // 2"
+        ),
         part=True,  # your decoder's position code (notebooks 11 and 12)
     )
 
@@ -102,21 +111,25 @@ def _shift(k, d_model, *, sign=1.0, channel_index=False, angle_only=False):
 
 SHIFT_MISTAKES = [
     (
-        "M(-k), the transpose: the block [[cos, sin], [-sin, cos]] takes (sin, cos) at pos to "
-        "pos + k; check the signs of sin",
+        N_(
+            "M(-k), the transpose: the block [[cos, sin], [-sin, cos]] takes (sin, cos) at pos to "
+            "pos + k; check the signs of sin"
+        ),
         lambda k, d: _shift(k, d, sign=-1.0),
     ),
     (
-        "the identity, M(0): rotate each (sin, cos) pair by the angle k * omega_i",
+        N_("the identity, M(0): rotate each (sin, cos) pair by the angle k * omega_i"),
         lambda k, d: torch.eye(d, dtype=torch.float64),
     ),
     (
-        "a rotation by omega_i alone: the angle is k * omega_i",
+        N_("a rotation by omega_i alone: the angle is k * omega_i"),
         lambda k, d: _shift(k, d, angle_only=True),
     ),
     (
-        "frequencies with the channel index in the exponent: omega_i = 10000^(-2i/d_model) "
-        "for the pair index i",
+        N_(
+            "frequencies with the channel index in the exponent: omega_i = 10000^(-2i/d_model) "
+            "for the pair index i"
+        ),
         lambda k, d: _shift(k, d, channel_index=True),
     ),
 ]
@@ -131,7 +144,7 @@ def check_pe_shift_matrix(fn: Callable[[int, int], torch.Tensor]) -> bool:
     """
     cases = [Case(3, 24), Case(-2, 10), Case(7, 2), Case(1, 6)]
     return judge(
-        "shift matrix M(k)",
+        tr("shift matrix M(k)"),
         fn,
         _shift,
         cases,

@@ -9,6 +9,7 @@ import torch
 from course_utils.exercises.core import compare, count_multiplications, run_check
 from course_utils.exercises.difference import Tolerance
 from course_utils.exercises.judge import Case, judge
+from course_utils.lab.language import N_, tr, translated
 
 
 def _randn_04(*shape: int, seed: int) -> torch.Tensor:
@@ -43,34 +44,47 @@ def _sizes(x: torch.Tensor, n_heads: int) -> tuple[int, int, int, int]:
 
 _SPLIT_HEADS_MISTAKES = (
     (
-        "x.view(B, h, T, d_k) (or reshape) in one step: it reads memory in order, so head 0 "
-        "gets whole tokens chopped into pieces, positions and channels mixed. Cut the channels "
-        "first, view(B, T, h, d_k), then move the heads forward with transpose(1, 2)",
+        N_(
+            "x.view(B, h, T, d_k) (or reshape) in one step: it reads memory in order, so head 0 "
+            "gets whole tokens chopped into pieces, positions and channels mixed. Cut the channels "
+            "first, view(B, T, h, d_k), then move the heads forward with transpose(1, 2)"
+        ),
         lambda x, h: x.reshape(*_sizes(x, h)),
     ),
     (
-        "the heads cut but not moved: (B, T, h, d_k). Add transpose(1, 2) to get "
-        "(B, h, T, d_k), so that each head is a (T, d_k) matrix",
+        N_(
+            "the heads cut but not moved: (B, T, h, d_k). Add transpose(1, 2) to get "
+            "(B, h, T, d_k), so that each head is a (T, d_k) matrix"
+        ),
         lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1),
     ),
     (
-        "view(B, T, d_k, h): that deals the channels out in turn (head i gets channels i, "
-        "i + h, i + 2h, ...); head i holds the block of d_k channels i*d_k .. (i+1)*d_k - 1: "
-        "view(B, T, h, d_k)",
+        N_(
+            "view(B, T, d_k, h): that deals the channels out in turn (head i gets channels i, "
+            "i + h, i + 2h, ...); head i holds the block of d_k channels i*d_k .. (i+1)*d_k - 1: "
+            "view(B, T, h, d_k)"
+        ),
         lambda x, h: x.reshape(x.shape[0], x.shape[1], -1, h).permute(0, 3, 1, 2),
     ),
     (
-        "view(B, T, h, d_k) then transpose(2, 3) or permute to (B, T, d_k, h): the head axis "
-        "must come right after B, transpose(1, 2)",
+        N_(
+            "view(B, T, h, d_k) then transpose(2, 3) or permute to (B, T, d_k, h): the head axis "
+            "must come right after B, transpose(1, 2)"
+        ),
         lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(2, 3),
     ),
     (
-        "the heads moved to the front, (h, B, T, d_k): the batch axis stays first, transpose(1, 2)",
+        N_(
+            "the heads moved to the front, (h, B, T, d_k): the batch axis stays first, "
+            "transpose(1, 2)"
+        ),
         lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).permute(2, 0, 1, 3),
     ),
     (
-        "a conversion to float32 (.float(), torch.tensor(...)): keep x's dtype, float64 in, "
-        "float64 out",
+        N_(
+            "a conversion to float32 (.float(), torch.tensor(...)): keep x's dtype, float64 in, "
+            "float64 out"
+        ),
         lambda x, h: _split_heads(x.float(), h),
     ),
 )
@@ -79,13 +93,15 @@ _SPLIT_HEADS_ERRORS = (
     (
         RuntimeError,
         r"shape '\[.*\]' is invalid for input of size",
-        "the sizes given to view/reshape do not fit x: read B, T, C from x.shape and use "
-        "d_k = C // n_heads, not notebook globals (B, T, d_model, n_heads, d_k)",
+        N_(
+            "the sizes given to view/reshape do not fit x: read B, T, C from x.shape and use "
+            "d_k = C // n_heads, not notebook globals (B, T, d_model, n_heads, d_k)"
+        ),
     ),
     (
         TypeError,
         r"float",
-        "d_k must be an int: C // n_heads, not C / n_heads",
+        N_("d_k must be an int: C // n_heads, not C / n_heads"),
     ),
 )
 
@@ -123,19 +139,19 @@ def _head_queries_problem(answer, x, w_q, head: int, d_k: int, work: int) -> str
     block = slice(head * d_k, (head + 1) * d_k)
     own_work = x.shape[0] * x.shape[1] * x.shape[2] * d_k  # B * T * C * d_k
     if work >= 2 * own_work:
-        return (
-            f"it does {work} multiplications, {work / own_work:.0f} times the {own_work} of "
-            f"x @ W_i^Q: it computes the full projection x @ W_q (all heads, on W_q or a copy, "
+        return tr(
+            "it does {work} multiplications, {ratio:.0f} times the {own_work} of "
+            "x @ W_i^Q: it computes the full projection x @ W_q (all heads, on W_q or a copy, "
             "by @ or by broadcasting) and then slices it; multiply x by head i's own (C, d_k) "
             "block of columns only"
-        )
+        ).format(work=work, ratio=work / own_work, own_work=own_work)
     if isinstance(answer, torch.Tensor) and answer.shape == x.shape[:2] + (d_k,):
         if torch.allclose(answer.detach().double(), (x @ w_q[block].T).double(), atol=1e-4):
-            return f"it uses {_ROWS}"
+            return tr("it uses {rows}").format(rows=translated(_ROWS))
     return None
 
 
-_ROWS = (
+_ROWS = N_(
     "rows of W_q (W_q[a:b] is (d_k, C), a block of input channels, the nn.Linear orientation); "
     "in the paper's orientation head i's matrix W_i^Q is a block of columns: "
     "W_q[:, i*d_k:(i+1)*d_k]"
@@ -166,21 +182,25 @@ def check_head_queries(head_queries: Callable) -> bool:
             d_k = channels // heads
             for head in range(heads):
                 expected = x @ w_q[:, head * d_k : (head + 1) * d_k]
-                name = f"head_queries(..., head={head}, n_heads={heads}) with C={channels}"
+                name = tr("head_queries(..., head={head}, n_heads={heads}) with C={channels}")
+                name = name.format(head=head, heads=heads, channels=channels)
                 with count_multiplications() as work:
                     try:
                         answer = head_queries(x.clone(), w_q.clone(), head, heads)
                     except RuntimeError as error:
                         if f"and {d_k}x{channels})" not in str(error):
                             raise
-                        return f"{name} raised {error}: {_ROWS}"
+                        return tr("{name} raised {error}: {rows}").format(
+                            name=name, error=error, rows=translated(_ROWS)
+                        )
                 problem = _head_queries_problem(answer, x, w_q, head, d_k, work.total)
                 if problem is None:
                     problem = compare(answer, expected, name, atol=1e-4)
                     if problem is None and answer.dtype != dtype:
-                        problem = f"{name} is {answer.dtype} for {dtype} inputs; keep their dtype"
+                        problem = tr("{name} is {got} for {dtype} inputs; keep their dtype")
+                        problem = problem.format(name=name, got=answer.dtype, dtype=dtype)
                 else:
-                    problem = f"{name}: {problem}"
+                    problem = tr("{name}: {problem}").format(name=name, problem=problem)
                 if problem:
                     return problem
         return None

@@ -10,6 +10,7 @@ import torch
 from course_utils.exercises.core import compare, run_check
 from course_utils.exercises.difference import Tolerance
 from course_utils.exercises.judge import Case, judge
+from course_utils.lab.language import N_, tr
 
 
 def _scaled_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -28,41 +29,47 @@ def _scores_cases() -> list[Case]:
     return [
         Case(randn(2, 3, 6, 8), randn(2, 3, 5, 8)),
         Case(randn(4, 16, dtype=torch.float64), randn(7, 16, dtype=torch.float64)),
-        Case(randn(3, 1, 4), randn(3, 1, 4), label="q, k (3, 1, 4): T = 1"),
-        Case(q_view, randn(2, 6, 3, 8).transpose(1, 2), label="q, k non-contiguous (2, 3, 6, 8)"),
+        Case(randn(3, 1, 4), randn(3, 1, 4), label=tr("q, k (3, 1, 4): T = 1")),
+        Case(
+            q_view,
+            randn(2, 6, 3, 8).transpose(1, 2),
+            label=tr("q, k non-contiguous (2, 3, 6, 8)"),
+        ),
         Case(randn(1, 2, 9, 32), randn(1, 2, 3, 32)),
     ]
 
 
 _SCORES_MISTAKES = (
-    ("q @ k^T without the 1/sqrt(d_k) scale: divide by math.sqrt(q.shape[-1])",
+    (N_("q @ k^T without the 1/sqrt(d_k) scale: divide by math.sqrt(q.shape[-1])"),
      lambda q, k: q @ k.transpose(-2, -1)),
-    ("the scores divided by d_k: divide by its square root, sqrt(d_k)",
+    (N_("the scores divided by d_k: divide by its square root, sqrt(d_k)"),
      lambda q, k: q @ k.transpose(-2, -1) / q.shape[-1]),
-    ("the scores multiplied by sqrt(d_k): divide by it",
+    (N_("the scores multiplied by sqrt(d_k): divide by it"),
      lambda q, k: q @ k.transpose(-2, -1) * math.sqrt(q.shape[-1])),
-    ("a scale of sqrt(T_q): d_k is the last axis of q and k, q.shape[-1]",
+    (N_("a scale of sqrt(T_q): d_k is the last axis of q and k, q.shape[-1]"),
      lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(q.shape[-2])),
-    ("a scale of sqrt(T_k): d_k is the last axis of q and k, q.shape[-1]",
+    (N_("a scale of sqrt(T_k): d_k is the last axis of q and k, q.shape[-1]"),
      lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(k.shape[-2])),
-    ("a fixed scale sqrt(8), the running example's d_k (a notebook global?): read d_k from "
-     "q.shape[-1]", lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(8)),
-    ("a fixed scale sqrt(24), the running example's d_model: each head divides by "
-     "sqrt(d_k), its own size q.shape[-1]", lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(24)),
-    ("k @ q^T: the scores transposed, (..., T_k, T_q); one row per query is q @ k^T",
+    (N_("a fixed scale sqrt(8), the running example's d_k (a notebook global?): read d_k from "
+        "q.shape[-1]"), lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(8)),
+    (N_("a fixed scale sqrt(24), the running example's d_model: each head divides by "
+        "sqrt(d_k), its own size q.shape[-1]"),
+     lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(24)),
+    (N_("k @ q^T: the scores transposed, (..., T_k, T_q); one row per query is q @ k^T"),
      lambda q, k: k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1])),
-    ("q^T @ k: that sums over the positions and gives a (d_k, d_k) matrix of channels; the "
-     "scores are q @ k.transpose(-2, -1)",
+    (N_("q^T @ k: that sums over the positions and gives a (d_k, d_k) matrix of channels; the "
+        "scores are q @ k.transpose(-2, -1)"),
      lambda q, k: q.transpose(-2, -1) @ k / math.sqrt(q.shape[-1])),
-    ("a conversion to float32: keep the inputs' dtype",
+    (N_("a conversion to float32: keep the inputs' dtype"),
      lambda q, k: _scaled_scores(q.float(), k.float())),
 )  # fmt: skip
 
 _SCORES_ERRORS = (
     (RuntimeError, r"cannot be multiplied|Expected size|must match the size",
-     "the product's shapes do not fit: q (..., T_q, d_k) @ k.transpose(-2, -1) (..., d_k, T_k)"),
+     N_("the product's shapes do not fit: q (..., T_q, d_k) @ k.transpose(-2, -1) "
+        "(..., d_k, T_k)")),
     (RuntimeError, r"view size is not compatible",
-     "q and k may be non-contiguous views (split_heads returns one): use reshape, not view"),
+     N_("q and k may be non-contiguous views (split_heads returns one): use reshape, not view")),
 )  # fmt: skip
 
 
@@ -102,7 +109,8 @@ def check_softmax_jacobian(softmax_jacobian: Callable) -> bool:
             p = torch.softmax(scores, dim=-1)
             expected = torch.autograd.functional.jacobian(lambda s: torch.softmax(s, -1), scores)
             answer = softmax_jacobian(p.clone())
-            problem = compare(answer, expected, f"softmax_jacobian(p of length {len(p)})")
+            name = tr("softmax_jacobian(p of length {length})").format(length=len(p))
+            problem = compare(answer, expected, name)
             if problem:
                 return problem + _jacobian_hint(answer, p)
         return None
@@ -115,12 +123,16 @@ def _jacobian_hint(answer, p: torch.Tensor) -> str:
     if not isinstance(answer, torch.Tensor) or answer.shape != (len(p), len(p)):
         return ""
     mistakes = {
-        "; the off-diagonal terms are missing: for i != j, d p_i / d s_j = -p_i p_j": torch.diag(p),
-        "; the sign is flipped: J = diag(p) - p p^T (p_i grows with its own score)": (
+        tr("; the off-diagonal terms are missing: for i != j, d p_i / d s_j = -p_i p_j"): (
+            torch.diag(p)
+        ),
+        tr("; the sign is flipped: J = diag(p) - p p^T (p_i grows with its own score)"): (
             torch.outer(p, p) - torch.diag(p)
         ),
-        "; the diagonal is p_i (1 - p_i): the Kronecker delta is multiplied by p_i, "
-        "J = diag(p) - p p^T, not I - p p^T": torch.eye(len(p)) - torch.outer(p, p),
+        tr(
+            "; the diagonal is p_i (1 - p_i): the Kronecker delta is multiplied by p_i, "
+            "J = diag(p) - p p^T, not I - p p^T"
+        ): torch.eye(len(p)) - torch.outer(p, p),
     }
     for hint, wrong in mistakes.items():
         if wrong is not None and torch.allclose(

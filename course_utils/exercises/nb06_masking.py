@@ -8,12 +8,7 @@ import torch
 
 from course_utils.exercises.difference import Tolerance
 from course_utils.exercises.judge import Case, judge
-
-_INVERTED = (
-    "True = hidden, the convention of nn.MultiheadAttention's attn_mask and "
-    "key_padding_mask. The course and F.scaled_dot_product_attention use True = may attend: "
-    "negate it (~mask)"
-)
+from course_utils.lab.language import N_, tr
 
 
 def _causal(T: int) -> torch.Tensor:
@@ -28,18 +23,20 @@ def _ones(T: int) -> torch.Tensor:
 
 
 _CAUSAL_MISTAKES = (
-    (f"a mask that is True above the diagonal (the future): {_INVERTED}",
+    (N_("a mask that is True above the diagonal (the future): True = hidden, the convention "
+        "of nn.MultiheadAttention's attn_mask and key_padding_mask. The course and "
+        "F.scaled_dot_product_attention use True = may attend: negate it (~mask)"),
      lambda T: _ones(T).triu(1)),
-    ("the upper triangle: query t would see the future and not the past; the lower triangle, "
-     "tril(), is what a query may see", lambda T: _ones(T).triu()),
-    ("a mask that hides the diagonal: a query may attend to itself (s <= t), tril(diagonal=0)",
+    (N_("the upper triangle: query t would see the future and not the past; the lower triangle, "
+        "tril(), is what a query may see"), lambda T: _ones(T).triu()),
+    (N_("a mask that hides the diagonal: a query may attend to itself (s <= t), tril(diagonal=0)"),
      lambda T: _ones(T).tril(-1)),
-    ("a mask that lets query t see key t + 1: tril(diagonal=0), not tril(diagonal=1)",
+    (N_("a mask that lets query t see key t + 1: tril(diagonal=0), not tril(diagonal=1)"),
      lambda T: _ones(T).tril(1)),
-    ("a mask of 0s and 1s as floats (torch.ones(T, T).tril()): a mask is torch.bool, "
-     "dtype=torch.bool or a comparison of positions (<=)",
+    (N_("a mask of 0s and 1s as floats (torch.ones(T, T).tril()): a mask is torch.bool, "
+        "dtype=torch.bool or a comparison of positions (<=)"),
      lambda T: torch.ones(T, T).tril()),
-    ("a mask of 0s and 1s as integers: a mask is torch.bool (use a comparison, or .bool())",
+    (N_("a mask of 0s and 1s as integers: a mask is torch.bool (use a comparison, or .bool())"),
      lambda T: _causal(T).long()),
 )  # fmt: skip
 
@@ -69,24 +66,29 @@ def _padding(lengths: list[int], T: int) -> torch.Tensor:
 
 
 _PADDING_MISTAKES = (
-    (f"a mask that is True at the padding: {_INVERTED}",
+    (N_("a mask that is True at the padding: True = hidden, the convention of "
+        "nn.MultiheadAttention's attn_mask and key_padding_mask. The course and "
+        "F.scaled_dot_product_attention use True = may attend: negate it (~mask)"),
      lambda lengths, T: ~_padding(lengths, T)),
-    ("a mask that is True at j <= length: the first padding key stays visible; positions count "
-     "from 0, so the real tokens are j < length",
+    (N_("a mask that is True at j <= length: the first padding key stays visible; positions count "
+        "from 0, so the real tokens are j < length"),
      lambda lengths, T: _padding([n + 1 for n in lengths], T)),
-    ("the (B, T) mask without the two singleton axes for heads and queries: add them, "
-     "mask[:, None, None, :] -> (B, 1, 1, T)", lambda lengths, T: _padding(lengths, T)[:, 0, 0]),
-    (f"a (B, T) mask, True at the padding: two mistakes, the convention ({_INVERTED}) and the "
-     "missing singleton axes for heads and queries, (B, 1, 1, T)",
+    (N_("the (B, T) mask without the two singleton axes for heads and queries: add them, "
+        "mask[:, None, None, :] -> (B, 1, 1, T)"),
+     lambda lengths, T: _padding(lengths, T)[:, 0, 0]),
+    (N_("a (B, T) mask, True at the padding: two mistakes, the convention (True = hidden, the "
+        "convention of nn.MultiheadAttention's attn_mask and key_padding_mask. The course and "
+        "F.scaled_dot_product_attention use True = may attend: negate it (~mask)) and the "
+        "missing singleton axes for heads and queries, (B, 1, 1, T)"),
      lambda lengths, T: ~_padding(lengths, T)[:, 0, 0]),
-    ("a (B, 1, T) mask: it needs two singleton axes, for heads and queries, (B, 1, 1, T)",
+    (N_("a (B, 1, T) mask: it needs two singleton axes, for heads and queries, (B, 1, 1, T)"),
      lambda lengths, T: _padding(lengths, T)[:, 0]),
-    ("a (B, T, 1, 1) mask: the singleton axes go before T, (B, 1, 1, T), so that T meets the "
-     "keys' axis", lambda lengths, T: _padding(lengths, T)[:, 0, 0, :, None, None]),
-    ("a mask of 0s and 1s as floats or integers: a mask is torch.bool (use the comparison "
-     "itself, or .bool())", lambda lengths, T: _padding(lengths, T).float()),
-    ("a mask as wide as the longest sequence, max(lengths): the batch is padded to T "
-     "positions, which may be more; build it from torch.arange(T)",
+    (N_("a (B, T, 1, 1) mask: the singleton axes go before T, (B, 1, 1, T), so that T meets the "
+        "keys' axis"), lambda lengths, T: _padding(lengths, T)[:, 0, 0, :, None, None]),
+    (N_("a mask of 0s and 1s as floats or integers: a mask is torch.bool (use the comparison "
+        "itself, or .bool())"), lambda lengths, T: _padding(lengths, T).float()),
+    (N_("a mask as wide as the longest sequence, max(lengths): the batch is padded to T "
+        "positions, which may be more; build it from torch.arange(T)"),
      lambda lengths, T: _padding(lengths, max(lengths))),
 )  # fmt: skip
 
@@ -130,7 +132,9 @@ def _masked_softmax_cases() -> list[Case]:
     padding = (torch.arange(7)[None, :] < torch.tensor([7, 0, 3])[:, None])[:, None, None, :]
     cases = [
         Case(
-            scores.to(dtype), mask, label=f"scores (2, 3, 6, 6) {str(dtype)[6:]}, causal & padding"
+            scores.to(dtype),
+            mask,
+            label=tr("scores (2, 3, 6, 6) {dtype}, causal & padding").format(dtype=str(dtype)[6:]),
         )
         for dtype in (torch.float32, torch.float16, torch.bfloat16)
     ]
@@ -138,43 +142,43 @@ def _masked_softmax_cases() -> list[Case]:
         Case(
             torch.randn(3, 1, 4, 7, generator=generator, dtype=torch.float64),
             padding,
-            label="scores (3, 1, 4, 7) float64, a (3, 1, 1, 7) padding mask, sequence 1 empty",
+            label=tr("scores (3, 1, 4, 7) float64, a (3, 1, 1, 7) padding mask, sequence 1 empty"),
         )
     )
     cases.append(
         Case(
             torch.randn(1, 2, 1, 5, generator=generator),
             torch.tensor([True, False, True, True, False]),
-            label="scores (1, 2, 1, 5), a 1-D mask of 5 keys",
+            label=tr("scores (1, 2, 1, 5), a 1-D mask of 5 keys"),
         )
     )
     return cases
 
 
 _MASKED_SOFTMAX_MISTAKES = (
-    ("NaN in the fully masked rows (softmax of all -inf): set the rows with no visible key to 0 "
-     "(mask.any(dim=-1, keepdim=True))",
+    (N_("NaN in the fully masked rows (softmax of all -inf): set the rows with no visible key to 0 "
+        "(mask.any(dim=-1, keepdim=True))"),
      lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1)),
-    ("a fully masked row that is uniform (1/T on hidden keys), as with a large negative fill "
-     "(-1e9, finfo.min): it must be all zeros; zero the rows with no visible key",
+    (N_("a fully masked row that is uniform (1/T on hidden keys), as with a large negative fill "
+        "(-1e9, finfo.min): it must be all zeros; zero the rows with no visible key"),
      lambda s, m: torch.softmax(s.masked_fill(~m, torch.finfo(s.dtype).min), dim=-1)),
-    ("an inverted mask: it hides the keys where the mask is True; True = may attend, so fill "
-     "where ~mask", lambda s, m: _masked_softmax(s, ~m.expand(s.shape))),
-    ("the hidden scores filled with 0, not -inf: a score of 0 still gets weight exp(0)",
+    (N_("an inverted mask: it hides the keys where the mask is True; True = may attend, so fill "
+        "where ~mask"), lambda s, m: _masked_softmax(s, ~m.expand(s.shape))),
+    (N_("the hidden scores filled with 0, not -inf: a score of 0 still gets weight exp(0)"),
      lambda s, m: torch.softmax(s.masked_fill(~m, 0.0), dim=-1) * m.any(-1, keepdim=True)),
-    ("the weights masked after the softmax (weights * mask): the rows no longer sum to 1; mask "
-     "the scores with -inf, then the softmax", lambda s, m: torch.softmax(s, dim=-1) * m),
-    ("a softmax over the queries (dim=-2): it runs over the keys, the last axis",
+    (N_("the weights masked after the softmax (weights * mask): the rows no longer sum to 1; mask "
+        "the scores with -inf, then the softmax"), lambda s, m: torch.softmax(s, dim=-1) * m),
+    (N_("a softmax over the queries (dim=-2): it runs over the keys, the last axis"),
      lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-2)),
-    ("weights in another dtype than the scores (float32 for float16 scores): keep the scores' "
-     "dtype (mixed precision relies on it)",
+    (N_("weights in another dtype than the scores (float32 for float16 scores): keep the scores' "
+        "dtype (mixed precision relies on it)"),
      lambda s, m: _masked_softmax(s.float(), m)),
 )  # fmt: skip
 
 _MASKED_SOFTMAX_ERRORS = (
     (RuntimeError, "overflow",
-     "a fill like -1e9 does not fit in torch.float16 (its most negative number is -65504): fill "
-     "with float('-inf') or torch.finfo(scores.dtype).min, then zero the empty rows"),
+     N_("a fill like -1e9 does not fit in torch.float16 (its most negative number is -65504): fill "
+        "with float('-inf') or torch.finfo(scores.dtype).min, then zero the empty rows")),
 )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ import torch
 from course_utils.exercises.core import record_torch_calls
 from course_utils.exercises.difference import Tolerance
 from course_utils.exercises.judge import Case, judge, report
+from course_utils.lab.language import N_, tr
 
 # Library softmaxes the exercise forbids (it asks for the max-subtraction written out), by the
 # names every Python route calls: torch.softmax, F.softmax, Tensor.softmax,
@@ -34,39 +35,47 @@ def _stable(scores, temperature=1.0, *, shift="row", after=False, times=False):
 
 STABLE_SOFTMAX_MISTAKES = [
     (
-        "the maximum of the raw scores subtracted from scores / temperature: with a temperature "
-        "below 1 and large scores exp still overflows (inf / inf = NaN), above 1 it underflows "
-        "(0 / 0); divide first, then subtract the maximum of what you divided: "
-        "z = scores / temperature; z - z.amax(dim=-1, keepdim=True)",
+        N_(
+            "the maximum of the raw scores subtracted from scores / temperature: with a "
+            "temperature below 1 and large scores exp still overflows (inf / inf = NaN), above 1 "
+            "it underflows (0 / 0); divide first, then subtract the maximum of what you divided: "
+            "z = scores / temperature; z - z.amax(dim=-1, keepdim=True)"
+        ),
         lambda s, t=1.0: _stable(s, t, shift="raw"),
     ),
     (
-        "one maximum over the whole tensor (scores.max()): a row far below it underflows to "
-        "0 / 0; subtract each row's own maximum, amax(dim=-1, keepdim=True)",
+        N_(
+            "one maximum over the whole tensor (scores.max()): a row far below it underflows to "
+            "0 / 0; subtract each row's own maximum, amax(dim=-1, keepdim=True)"
+        ),
         lambda s, t=1.0: _stable(s, t, shift="global"),
     ),
     (
-        "no maximum subtracted: exp overflows to inf for large scores (inf / inf = NaN); "
-        "subtract each row's maximum before exp",
+        N_(
+            "no maximum subtracted: exp overflows to inf for large scores (inf / inf = NaN); "
+            "subtract each row's maximum before exp"
+        ),
         lambda s, t=1.0: _stable(s, t, shift=None),
     ),
     (
-        "the scores multiplied by the temperature: softmax(scores / temperature) divides",
+        N_("the scores multiplied by the temperature: softmax(scores / temperature) divides"),
         lambda s, t=1.0: _stable(s, t, times=True),
     ),
     (
-        "the temperature ignored (or applied after exp, where the normalisation cancels it): "
-        "divide the scores by it before exp",
+        N_(
+            "the temperature ignored (or applied after exp, where the normalisation cancels it): "
+            "divide the scores by it before exp"
+        ),
         lambda s, t=1.0: _stable(s, 1.0),
     ),
     (
-        "the softmax over the queries (dim=-2): it runs over the last axis, the keys",
+        N_("the softmax over the queries (dim=-2): it runs over the last axis, the keys"),
         lambda s, t=1.0: (
             _stable(s.transpose(-2, -1), t).transpose(-2, -1) if s.dim() > 1 else s * math.nan
         ),
     ),
     (
-        "a conversion to float32: keep the scores' dtype (float64 in, float64 out)",
+        N_("a conversion to float32: keep the scores' dtype (float64 in, float64 out)"),
         lambda s, t=1.0: _stable(s.float(), t),
     ),
 ]
@@ -75,7 +84,7 @@ _STABLE_SOFTMAX_ERRORS = [
     (
         RuntimeError,
         r"must match the size of tensor",
-        "keep the reduced axis so that it broadcasts over the row: amax(dim=-1, keepdim=True)",
+        N_("keep the reduced axis so that it broadcasts over the row: amax(dim=-1, keepdim=True)"),
     ),
 ]
 
@@ -87,13 +96,12 @@ def _stable_softmax_cases() -> list[Case]:
     generator = torch.Generator().manual_seed(7)
     scores = 3 * torch.randn(2, 3, 4, 5, generator=generator)
     large = torch.tensor([[100.0, 400.0, 700.0, 1000.0], [1.0, 2.0, 3.0, 4.0]])
+    large_label = tr("scores [[100, 400, 700, 1000], [1, 2, 3, 4]], temperature={temperature}")
     return [
-        Case(scores, label="scores (2, 3, 4, 5), temperature left at its default"),
+        Case(scores, label=tr("scores (2, 3, 4, 5), temperature left at its default")),
         Case(scores, 0.5),
         Case(scores, 2.0),
-        Case(large, 1.0, label="scores [[100, 400, 700, 1000], [1, 2, 3, 4]], temperature=1.0"),
-        Case(large, 0.5, label="scores [[100, 400, 700, 1000], [1, 2, 3, 4]], temperature=0.5"),
-        Case(large, 2.0, label="scores [[100, 400, 700, 1000], [1, 2, 3, 4]], temperature=2.0"),
+        *(Case(large, t, label=large_label.format(temperature=t)) for t in (1.0, 0.5, 2.0)),
         Case(torch.randn(3, 6, generator=generator, dtype=torch.float64), 0.7),
         Case(torch.tensor([2.0, -1.0, 0.5]), 1.5),
     ]
@@ -110,10 +118,10 @@ def _library_softmax(stable_softmax: Callable) -> str | None:
     used = sorted({call.name for call in calls} & _LIBRARY_SOFTMAX)
     if not used:
         return None
-    return (
-        f"it runs the library's softmax ({', '.join(used)}); write the formula out with plain "
+    return tr(
+        "it runs the library's softmax ({names}); write the formula out with plain "
         "tensor ops: subtract each row's maximum, exp, divide by the row sum"
-    )
+    ).format(names=", ".join(used))
 
 
 def check_stable_softmax(stable_softmax: Callable) -> bool:
@@ -137,9 +145,9 @@ def check_stable_softmax(stable_softmax: Callable) -> bool:
     """
     problem = _library_softmax(stable_softmax) if callable(stable_softmax) else None
     if problem is not None:
-        return report("stable softmax", stable_softmax, problem)
+        return report(tr("stable softmax"), stable_softmax, problem)
     return judge(
-        "stable softmax",
+        tr("stable softmax"),
         stable_softmax,
         lambda scores, temperature=1.0: torch.softmax(scores / temperature, dim=-1),
         _stable_softmax_cases(),
@@ -189,75 +197,75 @@ def _heads_width(q) -> float:
 
 
 _ATTENTION_MISTAKES = (
-    ("no 1/sqrt(d_k) scale: divide the scores by math.sqrt(d_k), d_k = q.shape[-1]",
+    (N_("no 1/sqrt(d_k) scale: divide the scores by math.sqrt(d_k), d_k = q.shape[-1]"),
      lambda q, k, v, c=True: _attend(q, k, v, c, scale=1.0)),
-    ("a scale of sqrt(d_model) = sqrt(h * d_k), the width of all heads together: each head "
-     "divides by the square root of its own size, d_k = q.shape[-1]",
+    (N_("a scale of sqrt(d_model) = sqrt(h * d_k), the width of all heads together: each head "
+        "divides by the square root of its own size, d_k = q.shape[-1]"),
      lambda q, k, v, c=True: _attend(q, k, v, c, scale=_heads_width(q))),
-    ("a fixed scale sqrt(24), the running example's d_model (a notebook global?): d_k is "
-     "q.shape[-1]",
+    (N_("a fixed scale sqrt(24), the running example's d_model (a notebook global?): d_k is "
+        "q.shape[-1]"),
      lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(24))),
-    ("a fixed scale sqrt(8), the running example's d_k (a notebook global?): read d_k from "
-     "q.shape[-1]",
+    (N_("a fixed scale sqrt(8), the running example's d_k (a notebook global?): read d_k from "
+        "q.shape[-1]"),
      lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(8))),
-    ("the scores divided by d_k: divide by its square root, math.sqrt(d_k)",
+    (N_("the scores divided by d_k: divide by its square root, math.sqrt(d_k)"),
      lambda q, k, v, c=True: _attend(q, k, v, c, scale=q.shape[-1])),
-    ("the scores multiplied by sqrt(d_k): divide by it",
+    (N_("the scores multiplied by sqrt(d_k): divide by it"),
      lambda q, k, v, c=True: _attend(q, k, v, c, scale=1 / math.sqrt(q.shape[-1]))),
-    ("a scale of sqrt(d_v) = sqrt(v.shape[-1]): d_k is the size of the queries and keys, "
-     "q.shape[-1]",
+    (N_("a scale of sqrt(d_v) = sqrt(v.shape[-1]): d_k is the size of the queries and keys, "
+        "q.shape[-1]"),
      lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(v.shape[-1]))),
-    ("a scale from the wrong axis of q (the time axis q.shape[-2]): d_k is the last axis, "
-     "q.shape[-1]",
+    (N_("a scale from the wrong axis of q (the time axis q.shape[-2]): d_k is the last axis, "
+        "q.shape[-1]"),
      lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(q.shape[-2]))),
-    ("a scale of sqrt(T_k), the keys' time axis k.shape[-2]: d_k is the last axis of q and k, "
-     "q.shape[-1]",
+    (N_("a scale of sqrt(T_k), the keys' time axis k.shape[-2]: d_k is the last axis of q and k, "
+        "q.shape[-1]"),
      lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(k.shape[-2]))),
-    ("a scale from the wrong axis of q (q.shape[1]): d_k is the last axis, q.shape[-1]",
+    (N_("a scale from the wrong axis of q (q.shape[1]): d_k is the last axis, q.shape[-1]"),
      lambda q, k, v, c=True: _attend(q, k, v, c, scale=math.sqrt(q.shape[1]))),
-    ("the softmax over the queries (dim=-2): it runs over the keys, the last axis, so that "
-     "each query's weights sum to 1",
+    (N_("the softmax over the queries (dim=-2): it runs over the keys, the last axis, so that "
+        "each query's weights sum to 1"),
      lambda q, k, v, c=True: _attend(q, k, v, c, dim=-2)),
-    ("the softmax over axis 1 (the heads of (B, h, T_q, T_k)): it runs over the keys, dim=-1",
+    (N_("the softmax over axis 1 (the heads of (B, h, T_q, T_k)): it runs over the keys, dim=-1"),
      lambda q, k, v, c=True: _attend(q, k, v, c, dim=1)),
-    ("no softmax: the output is softmax(scores) @ v, weights that are >= 0 and sum to 1",
+    (N_("no softmax: the output is softmax(scores) @ v, weights that are >= 0 and sum to 1"),
      lambda q, k, v, c=True: _attend(q, k, v, c, softmax=False)),
-    ("no softmax (and no mask): the output is softmax(masked scores) @ v",
+    (N_("no softmax (and no mask): the output is softmax(masked scores) @ v"),
      lambda q, k, v, c=True: _attend(q, k, v, False, softmax=False)),
-    ("the scores transposed, k @ q^T: they are q @ k.transpose(-2, -1), a row per query",
+    (N_("the scores transposed, k @ q^T: they are q @ k.transpose(-2, -1), a row per query"),
      lambda q, k, v, c=True: _attend(q, k, v, c, transposed=True)),
-    ("a mask that also hides each query's own key (triu(diagonal=0)), so query 0 sees "
-     "nothing (NaN): hide only the later keys, triu(diagonal=1)",
+    (N_("a mask that also hides each query's own key (triu(diagonal=0)), so query 0 sees "
+        "nothing (NaN): hide only the later keys, triu(diagonal=1)"),
      lambda q, k, v, c=True: _attend(q, k, v, c, diagonal=0)),
-    ("a mask that lets each query see the next key (triu(diagonal=2)): hide every later "
-     "key, triu(diagonal=1)",
+    (N_("a mask that lets each query see the next key (triu(diagonal=2)): hide every later "
+        "key, triu(diagonal=1)"),
      lambda q, k, v, c=True: _attend(q, k, v, c, diagonal=2)),
-    ("an inverted mask: it hides the past and shows the future (tril where triu belongs, or "
-     "True = may attend passed to masked_fill, which fills where True): hide the keys after "
-     "the query, triu(diagonal=1)",
+    (N_("an inverted mask: it hides the past and shows the future (tril where triu belongs, or "
+        "True = may attend passed to masked_fill, which fills where True): hide the keys after "
+        "the query, triu(diagonal=1)"),
      lambda q, k, v, c=True: _attend(q, k, v, c, diagonal=-1, past=True)),
-    ("an inverted mask: it hides the past and the query itself, and shows the future "
-     "(masked_fill(tril(...), -inf)); hide the keys after the query, triu(diagonal=1)",
+    (N_("an inverted mask: it hides the past and the query itself, and shows the future "
+        "(masked_fill(tril(...), -inf)); hide the keys after the query, triu(diagonal=1)"),
      lambda q, k, v, c=True: _attend(q, k, v, c, diagonal=0, past=True)),
-    ("hidden scores filled with 0 instead of -inf: a score of 0 still gets weight exp(0) = 1 "
-     "in the softmax; fill with float('-inf')",
+    (N_("hidden scores filled with 0 instead of -inf: a score of 0 still gets weight exp(0) = 1 "
+        "in the softmax; fill with float('-inf')"),
      lambda q, k, v, c=True: _attend(q, k, v, c, fill=0.0)),
-    ("the mask applied to the weights after the softmax: rows no longer sum to 1; mask the "
-     "scores with -inf, then take the softmax",
+    (N_("the mask applied to the weights after the softmax: rows no longer sum to 1; mask the "
+        "scores with -inf, then take the softmax"),
      lambda q, k, v, c=True: _attend(q, k, v, c, after=True)),
-    ("no mask with causal=True: each query sees the later keys (masked_fill returns a new "
-     "tensor: assign it, scores = scores.masked_fill(...); and the default is causal=True)",
+    (N_("no mask with causal=True: each query sees the later keys (masked_fill returns a new "
+        "tensor: assign it, scores = scores.masked_fill(...); and the default is causal=True)"),
      lambda q, k, v, c=True: _attend(q, k, v, False)),
-    ("a mask even with causal=False: mask only when causal is True",
+    (N_("a mask even with causal=False: mask only when causal is True"),
      lambda q, k, v, c=True: _attend(q, k, v, True)),
-    ("the weights returned, not weights @ v", lambda q, k, v, c=True: torch.softmax(
+    (N_("the weights returned, not weights @ v"), lambda q, k, v, c=True: torch.softmax(
         _mask_if(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), c), dim=-1)),
-    ("the weights returned (unmasked), not the masked weights @ v", lambda q, k, v, c=True:
+    (N_("the weights returned (unmasked), not the masked weights @ v"), lambda q, k, v, c=True:
         torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)),
-    ("(output, weights) returned: the part returns the output only, weights @ v",
+    (N_("(output, weights) returned: the part returns the output only, weights @ v"),
      lambda q, k, v, c=True: (_attention(q, k, v, c), torch.softmax(
          _mask_if(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), c), dim=-1))),
-    ("a conversion to float32 (.float(), torch.tensor(...)): keep the inputs' dtype",
+    (N_("a conversion to float32 (.float(), torch.tensor(...)): keep the inputs' dtype"),
      lambda q, k, v, c=True: _attention(q.float(), k.float(), v.float(), c)),
 )  # fmt: skip
 
@@ -271,16 +279,16 @@ def _mask_if(scores, causal):
 
 _ATTENTION_ERRORS = (
     (RuntimeError, r"must match the size|cannot be multiplied|size mismatch|Expected size for",
-     "check each product's order and the mask's size: scores = q @ k.transpose(-2, -1) is "
-     "(..., T_q, T_k), the mask is built from the scores' last two sizes (not a notebook "
-     "global T), output = weights @ v is (..., T_q, d_v)"),
+     N_("check each product's order and the mask's size: scores = q @ k.transpose(-2, -1) is "
+        "(..., T_q, T_k), the mask is built from the scores' last two sizes (not a notebook "
+        "global T), output = weights @ v is (..., T_q, d_v)")),
     (RuntimeError, r"view size is not compatible",
-     "q, k, v may be non-contiguous views (split_heads returns one): use reshape, not view"),
+     N_("q, k, v may be non-contiguous views (split_heads returns one): use reshape, not view")),
     (RuntimeError, r"same dtype|expected scalar type|dtype",
-     "keep the inputs' dtype: a float32 conversion (.float()) of some inputs meets float64 "
-     "in a product"),
+     N_("keep the inputs' dtype: a float32 conversion (.float()) of some inputs meets float64 "
+        "in a product")),
     (TypeError, r"unexpected keyword argument 'causal'",
-     "give the function the parameter causal=True: attention(q, k, v, causal=True)"),
+     N_("give the function the parameter causal=True: attention(q, k, v, causal=True)")),
 )  # fmt: skip
 
 
@@ -312,13 +320,17 @@ def _attention_cases() -> list[Case]:
     wide = _qkv((1, 4, 9, 32), (1, 4, 9, 32), 32, 75)
     flat = _qkv((4, 8), (4, 8), 3, 76)
     return [
-        Case(*running, True, label="the running example, q, k, v (2, 3, 6, 8) views, causal=True"),
-        Case(*cross, False, label="q (2, 3, 4, 8), k (2, 3, 7, 8), v (2, 3, 7, 5), causal=False"),
-        Case(*default, label="q, k, v (3, 5, 16) float64, causal left at its default (True)"),
-        Case(*one, True, label="one head, T = 1: q, k, v (1, 1, 1, 8), causal=True"),
-        Case(*square, False, label="q, k (1, 2, 5, 4), v (1, 2, 5, 6) float64, causal=False"),
-        Case(*wide, True, label="q, k, v (1, 4, 9, 32), causal=True"),
-        Case(*flat, True, label="2-D q, k (4, 8), v (4, 3), causal=True"),
+        Case(
+            *running, True, label=tr("the running example, q, k, v (2, 3, 6, 8) views, causal=True")
+        ),
+        Case(
+            *cross, False, label=tr("q (2, 3, 4, 8), k (2, 3, 7, 8), v (2, 3, 7, 5), causal=False")
+        ),
+        Case(*default, label=tr("q, k, v (3, 5, 16) float64, causal left at its default (True)")),
+        Case(*one, True, label=tr("one head, T = 1: q, k, v (1, 1, 1, 8), causal=True")),
+        Case(*square, False, label=tr("q, k (1, 2, 5, 4), v (1, 2, 5, 6) float64, causal=False")),
+        Case(*wide, True, label=tr("q, k, v (1, 4, 9, 32), causal=True")),
+        Case(*flat, True, label=tr("2-D q, k (4, 8), v (4, 3), causal=True")),
     ]
 
 

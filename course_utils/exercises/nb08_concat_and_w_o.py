@@ -17,6 +17,7 @@ from course_utils.exercises.core import record_torch_calls
 from course_utils.exercises.difference import Tolerance
 from course_utils.exercises.judge import Case, judge, report
 from course_utils.exercises.module_judge import judge_module
+from course_utils.lab.language import N_, tr
 
 
 def _concat(x: torch.Tensor) -> torch.Tensor:
@@ -29,34 +30,41 @@ def _merge_cases() -> list[Case]:
     shapes = [(2, 3, 6, 8), (3, 2, 5, 4), (1, 1, 1, 7), (4, 5, 3, 2)]  # notebook's shape first
     cases = [Case(torch.randn(*s, generator=generator)) for s in shapes]
     strided = torch.randn(2, 5, 4, 3, generator=generator).transpose(1, 2)  # (2, 4, 5, 3)
-    cases.append(Case(strided, label="a non-contiguous x of shape (2, 4, 5, 3)"))
+    cases.append(Case(strided, label=tr("a non-contiguous x of shape (2, 4, 5, 3)")))
     wide = torch.randn(2, 2, 3, 5, generator=generator, dtype=torch.float64)
-    cases.append(Case(wide, label="a float64 x of shape (2, 2, 3, 5)"))
+    cases.append(Case(wide, label=tr("a float64 x of shape (2, 2, 3, 5)")))
     return cases
 
 
 _MERGE_MISTAKES = [
     (
-        "a view or reshape straight from (B, h, T, d_k) to (B, T, C) without transpose(1, 2): "
-        "it runs, but each row mixes several tokens of one head; transpose(1, 2) first",
+        N_(
+            "a view or reshape straight from (B, h, T, d_k) to (B, T, C) without "
+            "transpose(1, 2): it runs, but each row mixes several tokens of one head; "
+            "transpose(1, 2) first"
+        ),
         lambda x: x.reshape(x.shape[0], x.shape[2], -1),
     ),
     (
-        "permute(0, 2, 3, 1) before the reshape: the channels come out d_k-major, interleaving "
-        "the heads; transpose(1, 2) keeps each head's d_k channels together",
+        N_(
+            "permute(0, 2, 3, 1) before the reshape: the channels come out d_k-major, "
+            "interleaving the heads; transpose(1, 2) keeps each head's d_k channels together"
+        ),
         lambda x: x.permute(0, 2, 3, 1).reshape(x.shape[0], x.shape[2], -1),
     ),
     (
-        "transpose(2, 3) (T with d_k) instead of transpose(1, 2) (h with T)",
+        N_("transpose(2, 3) (T with d_k) instead of transpose(1, 2) (h with T)"),
         lambda x: x.transpose(2, 3).reshape(x.shape[0], x.shape[2], -1),
     ),
     (
-        "a conversion to float32 (.float(), torch.tensor(...)): keep x's dtype, float64 in, "
-        "float64 out",
+        N_(
+            "a conversion to float32 (.float(), torch.tensor(...)): keep x's dtype, float64 "
+            "in, float64 out"
+        ),
         lambda x: x.float().transpose(1, 2).reshape(x.shape[0], x.shape[2], -1),
     ),
     (
-        "a conversion to float64 (.double()): keep x's dtype, float32 in, float32 out",
+        N_("a conversion to float64 (.double()): keep x's dtype, float32 in, float32 out"),
         lambda x: x.double().transpose(1, 2).reshape(x.shape[0], x.shape[2], -1),
     ),
 ]
@@ -65,14 +73,18 @@ _MERGE_ERRORS = [
     (
         RuntimeError,
         "view size is not compatible",
-        "after transpose(1, 2) the tensor is not contiguous: call .contiguous() before "
-        ".view(), or use .reshape()",
+        N_(
+            "after transpose(1, 2) the tensor is not contiguous: call .contiguous() before "
+            ".view(), or use .reshape()"
+        ),
     ),
     (
         RuntimeError,
         r"shape '\[.*\]' is invalid for input of size",
-        "take the sizes from the input (B, h, T, d_k = x.shape), not from the notebook's "
-        "globals such as B or n_heads",
+        N_(
+            "take the sizes from the input (B, h, T, d_k = x.shape), not from the notebook's "
+            "globals such as B or n_heads"
+        ),
     ),
 ]
 
@@ -95,11 +107,11 @@ def _joins_heads_one_by_one(merge_heads: Callable) -> str | None:
     used = sorted({call.name for call in calls} & _JOINS)
     if not used:
         return None
-    return (
-        f"it joins the heads one at a time (torch.{', torch.'.join(used)}), the Concat shown "
-        "above; write it without a loop: one transpose(1, 2) that puts T before h, then one "
-        "reshape (or .contiguous().view) to (B, T, h * d_k)"
-    )
+    return tr(
+        "it joins the heads one at a time (torch.{calls}), the Concat shown above; write it "
+        "without a loop: one transpose(1, 2) that puts T before h, then one reshape (or "
+        ".contiguous().view) to (B, T, h * d_k)"
+    ).format(calls=", torch.".join(used))
 
 
 def check_merge_heads(merge_heads: Callable) -> bool:
@@ -208,24 +220,25 @@ class _ValuesFromWk(solution.MultiHeadAttention):
 
 
 _MHA_MISTAKES = [
-    ("no causal mask: call attention(q, k, v, causal=True) (or mask the future)",
+    (N_("no causal mask: call attention(q, k, v, causal=True) (or mask the future)"),
      _mistake(causal=False)),
-    ("scores scaled by sqrt(d_model); scale by sqrt(d_k), the width of one head", None),
-    ("scores not scaled by 1/sqrt(d_k)", _mistake(scale=1)),
-    ("softmax over the queries (dim=-2); it runs over the keys, the last axis", _mistake(dim=-2)),
-    ("a causal mask that also hides the diagonal (triu(diagonal=0)): a query must see itself",
+    (N_("scores scaled by sqrt(d_model); scale by sqrt(d_k), the width of one head"), None),
+    (N_("scores not scaled by 1/sqrt(d_k)"), _mistake(scale=1)),
+    (N_("softmax over the queries (dim=-2); it runs over the keys, the last axis"),
+     _mistake(dim=-2)),
+    (N_("a causal mask that also hides the diagonal (triu(diagonal=0)): a query must see itself"),
      _mistake(diagonal=0)),
-    ("scores k q^T instead of q k^T: with the causal mask each key sees later queries",
+    (N_("scores k q^T instead of q k^T: with the causal mask each key sees later queries"),
      _mistake(qk=True)),
-    ("one head over all C channels: split into self.n_heads heads", _mistake(heads=1)),
-    ("no W_o: project the merged heads with self.w_o", _NoWo),
-    ("heads merged by a view without transpose(1, 2) (see merge_heads)", _ViewMerge),
-    ("x @ w.weight: nn.Linear computes x @ weight.T + bias; call self.w_q(x)", _RawWeights),
-    ("the biases of w_q, w_k, w_v skipped (x @ w.weight.T): nn.Linear adds its bias; call "
-     "self.w_q(x)", _NoBiases),
-    ("every bias skipped (x @ w.weight.T): nn.Linear adds its bias; call self.w_q(x) ... "
-     "self.w_o(h)", _NoBiasesAtAll),
-    ("the values computed with w_k (a copy-paste slip): v = self.w_v(x)", _ValuesFromWk),
+    (N_("one head over all C channels: split into self.n_heads heads"), _mistake(heads=1)),
+    (N_("no W_o: project the merged heads with self.w_o"), _NoWo),
+    (N_("heads merged by a view without transpose(1, 2) (see merge_heads)"), _ViewMerge),
+    (N_("x @ w.weight: nn.Linear computes x @ weight.T + bias; call self.w_q(x)"), _RawWeights),
+    (N_("the biases of w_q, w_k, w_v skipped (x @ w.weight.T): nn.Linear adds its bias; call "
+        "self.w_q(x)"), _NoBiases),
+    (N_("every bias skipped (x @ w.weight.T): nn.Linear adds its bias; call self.w_q(x) ... "
+        "self.w_o(h)"), _NoBiasesAtAll),
+    (N_("the values computed with w_k (a copy-paste slip): v = self.w_v(x)"), _ValuesFromWk),
 ]  # fmt: skip
 
 
@@ -248,7 +261,9 @@ def _mha_cases() -> list[Case]:
         x = torch.randn(b, t, d_model, generator=generator)
         cases.append(Case(d_model, n_heads, x))
     strided = torch.randn(7, 2, 20, generator=generator).transpose(0, 1)  # (2, 7, 20)
-    cases.append(Case(20, 4, strided, label="d_model=20, n_heads=4, a non-contiguous x (2, 7, 20)"))
+    cases.append(
+        Case(20, 4, strided, label=tr("d_model=20, n_heads=4, a non-contiguous x (2, 7, 20)"))
+    )
     return cases
 
 

@@ -13,6 +13,7 @@ import course_utils.exercises.solution_model as solution
 from course_utils.exercises.judge import Case, judge
 from course_utils.exercises.module_judge import judge_module
 from course_utils.exercises.runner import Runner
+from course_utils.lab.language import N_, tr
 
 
 class _Reference(solution.LayerNorm):
@@ -64,38 +65,38 @@ class _BiasTimes(solution.LayerNorm):
 
 _LAYER_NORM_MISTAKES = [
     (
-        "x.std() with eps outside the square root, the popular one-liner: x.std() is the "
-        "unbiased estimate (divides by C - 1; LayerNorm divides by C) and eps belongs inside: "
-        "sqrt(var + eps)",
+        N_("x.std() with eps outside the square root, the popular one-liner: x.std() is the "
+           "unbiased estimate (divides by C - 1; LayerNorm divides by C) and eps belongs inside: "
+           "sqrt(var + eps)"),
         _mistake(unbiased=True, eps_inside=False),
     ),
     (
-        "the unbiased variance (divides by C - 1); LayerNorm divides by C: "
-        "x.var(dim=-1, keepdim=True, unbiased=False)",
+        N_("the unbiased variance (divides by C - 1); LayerNorm divides by C: "
+           "x.var(dim=-1, keepdim=True, unbiased=False)"),
         _mistake(unbiased=True),
     ),
-    ("eps added outside the square root; it belongs inside: sqrt(var + eps)",
+    (N_("eps added outside the square root; it belongs inside: sqrt(var + eps)"),
      _mistake(eps_inside=False)),
-    ("eps fixed at 1e-5; use self.eps, the eps the layer was built with", _mistake(eps=1e-5)),
-    ("eps fixed at 1e-6; use self.eps, the eps the layer was built with", _mistake(eps=1e-6)),
-    ("weight and bias not applied: return self.weight * x_hat + self.bias",
+    (N_("eps fixed at 1e-5; use self.eps, the eps the layer was built with"), _mistake(eps=1e-5)),
+    (N_("eps fixed at 1e-6; use self.eps, the eps the layer was built with"), _mistake(eps=1e-6)),
+    (N_("weight and bias not applied: return self.weight * x_hat + self.bias"),
      _mistake(affine=False)),
-    ("statistics over the time axis (dim=1); LayerNorm normalises each token over its C "
-     "channels, the last axis (dim=-1)", _mistake(dim=1)),
-    ("statistics over the batch axis (dim=0), as BatchNorm; LayerNorm uses each token's own C "
-     "channels (dim=-1)", _mistake(dim=0)),
-    ("statistics over (T, C) together; each token is normalised on its own (dim=-1)",
+    (N_("statistics over the time axis (dim=1); LayerNorm normalises each token over its C "
+        "channels, the last axis (dim=-1)"), _mistake(dim=1)),
+    (N_("statistics over the batch axis (dim=0), as BatchNorm; LayerNorm uses each token's own C "
+        "channels (dim=-1)"), _mistake(dim=0)),
+    (N_("statistics over (T, C) together; each token is normalised on its own (dim=-1)"),
      _mistake(dim=(-2, -1))),
-    ("no mean subtracted (that is RMSNorm, notebook 15): x - mean, then divide",
+    (N_("no mean subtracted (that is RMSNorm, notebook 15): x - mean, then divide"),
      _mistake(centre=False)),
-    ("one mean and variance over the whole tensor; each token has its own, over its C "
-     "channels: mean(dim=-1, keepdim=True)", _mistake(dim=None)),
-    ("the weight applied before centring (LayerNorm(weight * x)): normalising then removes "
-     "it; normalise x first, then self.weight * x_hat + self.bias", _ScaledFirst),
-    ("the bias added before normalising (it is then centred away): self.weight * x_hat + "
-     "self.bias", _ShiftedFirst),
-    ("(weight + bias) * x_hat: the weight scales, the bias is added after: "
-     "self.weight * x_hat + self.bias", _BiasTimes),
+    (N_("one mean and variance over the whole tensor; each token has its own, over its C "
+        "channels: mean(dim=-1, keepdim=True)"), _mistake(dim=None)),
+    (N_("the weight applied before centring (LayerNorm(weight * x)): normalising then removes "
+        "it; normalise x first, then self.weight * x_hat + self.bias"), _ScaledFirst),
+    (N_("the bias added before normalising (it is then centred away): self.weight * x_hat + "
+        "self.bias"), _ShiftedFirst),
+    (N_("(weight + bias) * x_hat: the weight scales, the bias is added after: "
+        "self.weight * x_hat + self.bias"), _BiasTimes),
 ]  # fmt: skip
 
 
@@ -106,11 +107,11 @@ def _layer_norm_cases() -> list[Case]:
         Case(4, 1e-2, torch.randn(3, 1, 4, generator=generator) * 2.0),
         Case(24, 1e-5, torch.randn(2, 6, 24, generator=generator) * 3.0 + 1.5),
         Case(24, 1e-5, 1e-3 * torch.randn(1, 3, 24, generator=generator),
-             label="d_model=24, eps=1e-05, nearly constant tokens x (1, 3, 24)"),
+             label=tr("d_model=24, eps=1e-05, nearly constant tokens x (1, 3, 24)")),
         Case(7, 0.5, torch.randn(5, 7, generator=generator)),  # (N, C): any leading axes
     ]  # fmt: skip
     strided = torch.randn(16, 4, 2, generator=generator).permute(2, 1, 0)  # (2, 4, 16)
-    cases.append(Case(16, 1e-3, strided, label="d_model=16, eps=0.001, a non-contiguous x"))
+    cases.append(Case(16, 1e-3, strided, label=tr("d_model=16, eps=0.001, a non-contiguous x")))
     return cases
 
 
@@ -156,13 +157,13 @@ def _reference_pre_ln(x, norm, sublayer):
 
 
 _PRE_LN_MISTAKES = [
-    ("norm(x + sublayer(x)), the post-LN order of the paper; pre-LN is x + sublayer(norm(x))",
+    (N_("norm(x + sublayer(x)), the post-LN order of the paper; pre-LN is x + sublayer(norm(x))"),
      lambda x, norm, sublayer: norm(x + sublayer(x))),
-    ("sublayer(norm(x)) without the residual: add x back",
+    (N_("sublayer(norm(x)) without the residual: add x back"),
      lambda x, norm, sublayer: sublayer(norm(x))),
-    ("norm(x) + sublayer(norm(x)): the residual must carry x itself, not its normalised copy",
+    (N_("norm(x) + sublayer(norm(x)): the residual must carry x itself, not its normalised copy"),
      lambda x, norm, sublayer: norm(x) + sublayer(norm(x))),
-    ("x + sublayer(x): the sublayer reads norm(x)", lambda x, norm, sublayer: x + sublayer(x)),
+    (N_("x + sublayer(x): the sublayer reads norm(x)"), lambda x, norm, sublayer: x + sublayer(x)),
 ]  # fmt: skip
 
 

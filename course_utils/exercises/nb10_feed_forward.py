@@ -12,6 +12,7 @@ import course_utils.exercises.solution_model as solution
 from course_utils.exercises.difference import Tolerance
 from course_utils.exercises.judge import Case, judge
 from course_utils.exercises.module_judge import judge_module
+from course_utils.lab.language import N_, tr
 
 
 class _Reference(solution.FeedForward):
@@ -53,21 +54,21 @@ class _NoDownBias(solution.FeedForward):
 
 
 _FEED_FORWARD_MISTAKES = [
-    ("ReLU instead of GELU (the paper's FFN; the course's, as GPT-2's, uses F.gelu)",
+    (N_("ReLU instead of GELU (the paper's FFN; the course's, as GPT-2's, uses F.gelu)"),
      _mistake(activation=F.relu)),
-    ("no nonlinearity between the two layers: two linear maps are one linear map; "
-     "put F.gelu between them", _mistake(activation=lambda h: h)),
-    ("SiLU (x * sigmoid(x)) instead of GELU: use F.gelu", _mistake(activation=F.silu)),
-    ("GELU also after the second layer: only between the two", _mistake(after=F.gelu)),
-    ("the residual added inside the FFN (x + ...): the block adds it (notebook 11); the FFN "
-     "returns down(gelu(up(x)))", _mistake(residual=True)),
-    ("GELU's tanh approximation (approximate='tanh', GPT-2's): the course's model and "
-     "train() use the exact F.gelu, and notebook 12 compares your model with them; use "
-     "F.gelu(h)", _TanhGelu),
-    ("both biases skipped (x @ weight.T alone): nn.Linear adds its bias; call self.up(x) and "
-     "self.down(h)", _NoBiases),
-    ("up's bias skipped (x @ self.up.weight.T): call self.up(x), which adds it", _NoUpBias),
-    ("down's bias skipped (h @ self.down.weight.T): call self.down(h), which adds it",
+    (N_("no nonlinearity between the two layers: two linear maps are one linear map; "
+        "put F.gelu between them"), _mistake(activation=lambda h: h)),
+    (N_("SiLU (x * sigmoid(x)) instead of GELU: use F.gelu"), _mistake(activation=F.silu)),
+    (N_("GELU also after the second layer: only between the two"), _mistake(after=F.gelu)),
+    (N_("the residual added inside the FFN (x + ...): the block adds it (notebook 11); the FFN "
+        "returns down(gelu(up(x)))"), _mistake(residual=True)),
+    (N_("GELU's tanh approximation (approximate='tanh', GPT-2's): the course's model and "
+        "train() use the exact F.gelu, and notebook 12 compares your model with them; use "
+        "F.gelu(h)"), _TanhGelu),
+    (N_("both biases skipped (x @ weight.T alone): nn.Linear adds its bias; call self.up(x) and "
+        "self.down(h)"), _NoBiases),
+    (N_("up's bias skipped (x @ self.up.weight.T): call self.up(x), which adds it"), _NoUpBias),
+    (N_("down's bias skipped (h @ self.down.weight.T): call self.down(h), which adds it"),
      _NoDownBias),
 ]  # fmt: skip
 
@@ -75,8 +76,11 @@ _FEED_FORWARD_ERRORS = [
     (
         RuntimeError,
         "shapes cannot be multiplied",
-        "nn.Linear's weight is (out, in): call self.up(x) and self.down(h), or use "
-        "x @ self.up.weight.T + self.up.bias; up goes first (C -> d_ff), then down (d_ff -> C)",
+        N_(
+            "nn.Linear's weight is (out, in): call self.up(x) and self.down(h), or use "
+            "x @ self.up.weight.T + self.up.bias; up goes first (C -> d_ff), then down "
+            "(d_ff -> C)"
+        ),
     ),
 ]
 
@@ -89,7 +93,7 @@ def _feed_forward_cases() -> list[Case]:
         Case(8, 20, torch.randn(4, 8, generator=generator)),  # d_ff != 4 C; (N, C)
     ]
     strided = torch.randn(12, 5, 2, generator=generator).permute(2, 1, 0)  # (2, 5, 12)
-    cases.append(Case(12, 30, strided, label="d_model=12, d_ff=30, a non-contiguous x"))
+    cases.append(Case(12, 30, strided, label=tr("d_model=12, d_ff=30, a non-contiguous x")))
     return cases
 
 
@@ -131,52 +135,60 @@ _LAYER_NORMS = 4  # times d_model: ln_1 and ln_2, a weight and a bias each
 
 _BLOCK_COUNT_MISTAKES = [
     (
-        "the attention counted once per head (n_heads x 4(C^2 + C)); the heads share out one "
-        "C x C projection, d_k = C / n_heads columns each, so the count does not depend on "
-        "n_heads",
+        N_(
+            "the attention counted once per head (n_heads x 4(C^2 + C)); the heads share out one "
+            "C x C projection, d_k = C / n_heads columns each, so the count does not depend on "
+            "n_heads"
+        ),
         lambda c, h, f: h * _attention(c) + _LAYER_NORMS * c + _ffn(c, f),
     ),
     (
-        "one head's projections (C x d_k, or d_k x d_k per head) counted for the whole "
-        "attention; the n_heads heads together make each of w_q, w_k, w_v, w_o a C x C matrix",
+        N_(
+            "one head's projections (C x d_k, or d_k x d_k per head) counted for the whole "
+            "attention; the n_heads heads together make each of w_q, w_k, w_v, w_o a C x C matrix"
+        ),
         lambda c, h, f: 4 * (c * (c // h) + c) + _LAYER_NORMS * c + _ffn(c, f),
     ),
     (
-        "4C missing: the attention's biases (w_q, w_k, w_v, w_o are nn.Linear(C, C) with a "
-        "bias of C each) or the two LayerNorms (ln_1, ln_2: a weight and a bias of C each)",
+        N_(
+            "4C missing: the attention's biases (w_q, w_k, w_v, w_o are nn.Linear(C, C) with a "
+            "bias of C each) or the two LayerNorms (ln_1, ln_2: a weight and a bias of C each)"
+        ),
         lambda c, h, f: 4 * c * c + _LAYER_NORMS * c + _ffn(c, f),
     ),
     (
-        "three projections (q, k, v): the output projection w_o (C^2 + C) is missing",
+        N_("three projections (q, k, v): the output projection w_o (C^2 + C) is missing"),
         lambda c, h, f: 3 * (c * c + c) + _LAYER_NORMS * c + _ffn(c, f),
     ),
     (
-        "2C for the LayerNorms; a pre-LN block has two (ln_1, ln_2), each with a weight and a "
-        "bias of C entries: 4C in all",
+        N_(
+            "2C for the LayerNorms; a pre-LN block has two (ln_1, ln_2), each with a weight and a "
+            "bias of C entries: 4C in all"
+        ),
         lambda c, h, f: _attention(c) + 2 * c + _ffn(c, f),
     ),
     (
-        "the feed-forward network's biases left out: up has d_ff, down has C",
+        N_("the feed-forward network's biases left out: up has d_ff, down has C"),
         lambda c, h, f: _attention(c) + _LAYER_NORMS * c + 2 * c * f,
     ),
     (
-        "the first FFN bias counted as C; up = nn.Linear(C, d_ff) has d_ff biases",
+        N_("the first FFN bias counted as C; up = nn.Linear(C, d_ff) has d_ff biases"),
         lambda c, h, f: _attention(c) + _LAYER_NORMS * c + 2 * c * f + 2 * c,
     ),
     (
-        "one FFN layer; the FFN has two, up (C -> d_ff) and down (d_ff -> C)",
+        N_("one FFN layer; the FFN has two, up (C -> d_ff) and down (d_ff -> C)"),
         lambda c, h, f: _attention(c) + _LAYER_NORMS * c + c * f + f,
     ),
     (
-        "d_ff taken as 4 * d_model; use the argument d_ff (the checker tries other widths)",
+        N_("d_ff taken as 4 * d_model; use the argument d_ff (the checker tries other widths)"),
         lambda c, h, f: _block_parameters(c, h, 4 * c),
     ),
     (
-        "the feed-forward network alone; the block also holds the attention and two LayerNorms",
+        N_("the feed-forward network alone; the block also holds the attention and two LayerNorms"),
         lambda c, h, f: _ffn(c, f),
     ),
     (
-        "the attention alone; the block also holds the feed-forward network and two LayerNorms",
+        N_("the attention alone; the block also holds the feed-forward network and two LayerNorms"),
         lambda c, h, f: _attention(c),
     ),
 ]

@@ -24,6 +24,7 @@ from course_utils.exercises.module_judge import judge_module, random_weights
 from course_utils.exercises.nb08_concat_and_w_o import check_multi_head_attention
 from course_utils.exercises.nb09_residual_and_layernorm import check_layer_norm
 from course_utils.exercises.nb10_feed_forward import check_feed_forward
+from course_utils.lab.language import N_, tr
 from course_utils.layers import DecoderBlock
 from course_utils.model import TinyDecoder
 
@@ -72,19 +73,19 @@ def _block_mistake(order: str) -> type:
 
 
 _BLOCK_MISTAKES = [
-    ("post-LN, the paper's order, ln(x + sublayer(x)); the course's block is pre-LN: "
-     "x = x + attention(ln_1(x)), then x = x + feed_forward(ln_2(x))", "post-LN"),
-    ("no residual around the attention: x = x + self.attention(self.ln_1(x))",
+    (N_("post-LN, the paper's order, ln(x + sublayer(x)); the course's block is pre-LN: "
+        "x = x + attention(ln_1(x)), then x = x + feed_forward(ln_2(x))"), "post-LN"),
+    (N_("no residual around the attention: x = x + self.attention(self.ln_1(x))"),
      "no attention residual"),
-    ("no residual around the feed-forward network: x + self.feed_forward(self.ln_2(x))",
+    (N_("no residual around the feed-forward network: x + self.feed_forward(self.ln_2(x))"),
      "no FFN residual"),
-    ("the normalised copy carried on the residual path: the stream is x itself, only the "
-     "sublayer reads ln(x)", "normalised residual"),
-    ("attention and FFN both reading x (a parallel block): the FFN reads the stream after "
-     "the attention's update", "parallel"),
-    ("the feed-forward network before the attention: attention first", "FFN first"),
-    ("ln_1 used for both sublayers: the FFN reads self.ln_2(x)", "ln_1 twice"),
-    ("no LayerNorm: each sublayer reads ln(x) (pre-LN)", "no LayerNorm"),
+    (N_("the normalised copy carried on the residual path: the stream is x itself, only the "
+        "sublayer reads ln(x)"), "normalised residual"),
+    (N_("attention and FFN both reading x (a parallel block): the FFN reads the stream after "
+        "the attention's update"), "parallel"),
+    (N_("the feed-forward network before the attention: attention first"), "FFN first"),
+    (N_("ln_1 used for both sublayers: the FFN reads self.ln_2(x)"), "ln_1 twice"),
+    (N_("no LayerNorm: each sublayer reads ln(x) (pre-LN)"), "no LayerNorm"),
 ]  # fmt: skip
 
 
@@ -102,14 +103,16 @@ def _sublayer_problem(sublayer, reference, x, what: str, checker: str) -> str | 
     try:
         with torch.no_grad():
             got, expected = sublayer(x), reference(x)
-        problem = difference(got, expected, "its output")
+        problem = difference(got, expected, tr("its output"))
     except NotImplementedError:
-        problem = "is not implemented yet"
+        problem = tr("is not implemented yet")
     except Exception as error:  # the learner's part may fail in any way
-        problem = f"raised {type(error).__name__}: {error}"
+        problem = tr("raised {kind}: {error}").format(kind=type(error).__name__, error=error)
     if problem is None:
         return None
-    return f"{what} is not right yet ({problem}); run {checker} on it first"
+    return tr("{what} is not right yet ({problem}); run {checker} on it first").format(
+        what=what, problem=problem, checker=checker
+    )
 
 
 _SUBLAYERS = [  # (attribute, the part it holds, its notebook, the reference's call)
@@ -145,15 +148,23 @@ def _block_sublayers(block, reference, x) -> str | None:
     sublayer as built inside the block against the reference's."""
     for attribute, part, notebook, call in _SUBLAYERS:
         sublayer = getattr(block, attribute)
-        what = f"its {attribute} (your {part}, notebook {notebook})"
+        what = tr("its {attribute} (your {part}, notebook {notebook})").format(
+            attribute=attribute, part=part, notebook=notebook
+        )
         checker = f"check_{_SNAKE[part]}({part})"
         problem = class_problem(type(sublayer), part)
         if problem is not None:
-            return f"{what} is not right yet: {problem}; fix it and run {checker}"
+            return _not_right(what, problem, checker)
         problem = _sublayer_problem(sublayer, call(reference), x, what, checker)
         if problem is not None:
             return problem
     return None
+
+
+def _not_right(what: str, problem: str, checker: str) -> str:
+    return tr("{what} is not right yet: {problem}; fix it and run {checker}").format(
+        what=what, problem=problem, checker=checker
+    )
 
 
 _SNAKE = {"LayerNorm": "layer_norm", "MultiHeadAttention": "multi_head_attention",
@@ -246,31 +257,34 @@ def _decoder_mistake(**change) -> type:
 
 
 _DECODER_MISTAKES = [
-    ("the token embedding not scaled by sqrt(d_model) (§3.4): "
-     "self.token_embedding(ids) * math.sqrt(self.d_model)", dict(scale="none")),
-    ("the token embedding divided by sqrt(d_model); multiply it", dict(scale="divide")),
-    ("no positions added: x = x + self.pe[:T], your table's first T rows", dict(positions="none")),
-    ("the positions scaled by sqrt(d_model) too: scale the token embedding only, then add "
-     "the positions", dict(positions="scaled too")),
-    ("no final LayerNorm: logits = self.lm_head(self.final_norm(x))", dict(norm=False)),
-    ("every block reads the embeddings: each block reads the previous block's output "
-     "(x = block(x))", dict(chain=False)),
-    ("the loss summed over the tokens; F.cross_entropy's default mean is the loss per token",
+    (N_("the token embedding not scaled by sqrt(d_model) (§3.4): "
+        "self.token_embedding(ids) * math.sqrt(self.d_model)"), dict(scale="none")),
+    (N_("the token embedding divided by sqrt(d_model); multiply it"), dict(scale="divide")),
+    (N_("no positions added: x = x + self.pe[:T], your table's first T rows"),
+     dict(positions="none")),
+    (N_("the positions scaled by sqrt(d_model) too: scale the token embedding only, then add "
+        "the positions"), dict(positions="scaled too")),
+    (N_("no final LayerNorm: logits = self.lm_head(self.final_norm(x))"), dict(norm=False)),
+    (N_("every block reads the embeddings: each block reads the previous block's output "
+        "(x = block(x))"), dict(chain=False)),
+    (N_("the loss summed over the tokens; F.cross_entropy's default mean is the loss per token"),
      dict(loss="sum")),
-    ("the loss against the input ids (unshifted): the targets are the next tokens, "
-     "F.cross_entropy(logits.view(B * T, V), targets.view(B * T))", dict(loss="ids")),
-    ("the targets shifted a second time (logits[:, :-1] against targets[:, 1:]): targets[:, t] "
-     "is already the token after ids[:, t]", dict(loss="shifted again")),
-    ("the loss on probabilities: F.cross_entropy takes the logits (it applies log-softmax "
-     "itself)", dict(loss="probabilities")),
+    (N_("the loss against the input ids (unshifted): the targets are the next tokens, "
+        "F.cross_entropy(logits.view(B * T, V), targets.view(B * T))"), dict(loss="ids")),
+    (N_("the targets shifted a second time (logits[:, :-1] against targets[:, 1:]): targets[:, t] "
+        "is already the token after ids[:, t]"), dict(loss="shifted again")),
+    (N_("the loss on probabilities: F.cross_entropy takes the logits (it applies log-softmax "
+        "itself)"), dict(loss="probabilities")),
 ]  # fmt: skip
 
 _DECODER_ERRORS = [
     (
         RuntimeError,
         r"size of tensor a \(\d+\) must match the size of tensor b \(\d+\)",
-        "add one row of the table per input position, self.pe[:T] with T from ids.shape, "
-        "not the whole table of block_size rows",
+        N_(
+            "add one row of the table per input position, self.pe[:T] with T from ids.shape, "
+            "not the whole table of block_size rows"
+        ),
     ),
 ]
 
@@ -293,12 +307,12 @@ def _decoder_cases() -> list[Case]:
 
 def _decoder_structure(model) -> str | None:
     if model.lm_head.weight.data_ptr() != model.token_embedding.weight.data_ptr():
-        return (
+        return tr(
             "the head is not tied to the embedding: self.lm_head.weight = "
             "self.token_embedding.weight (weight tying, §3.4) makes them one tensor"
         )
     if len({id(block) for block in model.blocks}) < len(model.blocks):
-        return (
+        return tr(
             "the same Block object is repeated in self.blocks ([Block(...)] * n_layers): "
             "build a new one per layer, [Block(...) for _ in range(n_layers)]"
         )
@@ -311,23 +325,24 @@ def _decoder_structure(model) -> str | None:
         }
     )
     x = torch.randn(2, 6, 24, generator=torch.Generator().manual_seed(32))
+    final_norm = tr("its final_norm (your LayerNorm, notebook 09)")
     for what, sublayer, part in (
-        ("its blocks[0] (your Block, notebook 11)", model.blocks[0], "Block"),
-        ("its final_norm (your LayerNorm, notebook 09)", model.final_norm, "LayerNorm"),
+        (tr("its blocks[0] (your Block, notebook 11)"), model.blocks[0], "Block"),
+        (final_norm, model.final_norm, "LayerNorm"),
     ):
         problem = class_problem(type(sublayer), part)
         if problem is not None:
             checker = "check_block(Block)" if part == "Block" else "check_layer_norm(LayerNorm)"
-            return f"{what} is not right yet: {problem}; fix it and run {checker}"
+            return _not_right(what, problem, checker)
     problem = _sublayer_problem(
-        model.blocks[0], reference.eval(), x, "its blocks[0] (your Block)", "check_block(Block)"
+        model.blocks[0], reference.eval(), x, tr("its blocks[0] (your Block)"), "check_block(Block)"
     )
     if problem is not None:
         return problem
     return _sublayer_problem(
         model.final_norm, lambda h: F.layer_norm(h, (24,), model.final_norm.weight,
                                                  model.final_norm.bias, 1e-5),
-        x, "its final_norm (your LayerNorm, notebook 09)", "check_layer_norm(LayerNorm)",
+        x, final_norm, "check_layer_norm(LayerNorm)",
     )  # fmt: skip
 
 

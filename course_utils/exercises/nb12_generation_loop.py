@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from course_utils.exercises.core import run_check
+from course_utils.lab.language import N_, tr, translated
 
 _VOCAB, _BLOCK = 7, 5
 _B, _T0, _NEW = 2, 3, 6  # 3 + 6 = 9 tokens: past block_size, so the crop matters
@@ -68,12 +69,18 @@ def _reference(model, ids, max_new_tokens, block_size, generator=None, *, mistak
 
 
 _MISTAKES = {
-    "first position": "sampled from the first position's logits; the next token is predicted "
-    "by the last position: logits[:, -1, :]",
-    "greedy": "always takes the most likely token (argmax): that is greedy decoding; draw one "
-    "instead with torch.multinomial(probs, num_samples=1, generator=generator)",
-    "softmax over the batch": "softmax ran over the batch axis; it runs over the vocabulary, "
-    "the last axis: torch.softmax(logits[:, -1, :], dim=-1)",
+    "first position": N_(
+        "sampled from the first position's logits; the next token is predicted by the last "
+        "position: logits[:, -1, :]"
+    ),
+    "greedy": N_(
+        "always takes the most likely token (argmax): that is greedy decoding; draw one "
+        "instead with torch.multinomial(probs, num_samples=1, generator=generator)"
+    ),
+    "softmax over the batch": N_(
+        "softmax ran over the batch axis; it runs over the vocabulary, the last axis: "
+        "torch.softmax(logits[:, -1, :], dim=-1)"
+    ),
 }
 
 
@@ -96,61 +103,66 @@ def _run(generate: Callable, seed: int, **options) -> tuple[object, list[torch.T
 def _shape_problem(out: object) -> str | None:
     """What is wrong with the returned value's type, dtype or shape (the tokens aside)."""
     if not isinstance(out, torch.Tensor):
-        return f"generate should return a tensor of token ids, got {type(out).__name__}"
-    if out.dtype.is_floating_point:
-        return (
-            f"returned dtype {out.dtype}: append the sampled token ids (torch.multinomial gives "
-            "int64), not probabilities or logits"
+        return tr("generate should return a tensor of token ids, got {kind}").format(
+            kind=type(out).__name__
         )
+    if out.dtype.is_floating_point:
+        return tr(
+            "returned dtype {dtype}: append the sampled token ids (torch.multinomial gives "
+            "int64), not probabilities or logits"
+        ).format(dtype=out.dtype)
     expected = (_B, _T0 + _NEW)
     if tuple(out.shape) == (_B, _NEW):
-        return (
-            f"returned only the {_NEW} new tokens, shape {tuple(out.shape)}: append each to the "
-            f"ids, ids = torch.cat([ids, next_id], dim=1), and return the whole sequence "
-            f"{expected}"
-        )
+        return tr(
+            "returned only the {count} new tokens, shape {shape}: append each to the ids, "
+            "ids = torch.cat([ids, next_id], dim=1), and return the whole sequence {expected}"
+        ).format(count=_NEW, shape=tuple(out.shape), expected=expected)
     if tuple(out.shape) != expected:
-        return (
-            f"returned shape {tuple(out.shape)}, expected {expected} = (B, T0 + max_new_tokens) "
-            f"for a prompt of shape {(_B, _T0)} and max_new_tokens={_NEW}: one token appended per "
-            "step, on the time axis (dim=1)"
-        )
+        return tr(
+            "returned shape {shape}, expected {expected} = (B, T0 + max_new_tokens) for a "
+            "prompt of shape {prompt} and max_new_tokens={new}: one token appended per step, "
+            "on the time axis (dim=1)"
+        ).format(shape=tuple(out.shape), expected=expected, prompt=(_B, _T0), new=_NEW)
     if not torch.equal(out[:, :_T0], _prompt()):
-        return "the prompt (the first T0 tokens) changed: append new tokens after it"
+        return tr("the prompt (the first T0 tokens) changed: append new tokens after it")
     return None
 
 
 def _context_problem(calls: list[torch.Tensor], out: torch.Tensor) -> str | None:
     """What the model was shown, compared with the last ``block_size`` tokens at each step."""
     if len(calls) != _NEW:
-        return f"called the model {len(calls)} times for max_new_tokens={_NEW}: once per new token"
+        return tr(
+            "called the model {count} times for max_new_tokens={new}: once per new token"
+        ).format(count=len(calls), new=_NEW)
     for step, seen in enumerate(calls):
         length = _T0 + step
         expected = out[:, max(0, length - _BLOCK) : length]
         if seen.shape[1] > _BLOCK:
-            return (
-                f"at step {step} the model saw {seen.shape[1]} tokens, more than block_size="
-                f"{_BLOCK} (a learned position table has no row past it): crop the context to "
-                "its last block_size tokens, ids[:, -block_size:]"
-            )
+            return tr(
+                "at step {step} the model saw {seen} tokens, more than block_size={block} (a "
+                "learned position table has no row past it): crop the context to its last "
+                "block_size tokens, ids[:, -block_size:]"
+            ).format(step=step, seen=seen.shape[1], block=_BLOCK)
         if seen.shape[1] == 1 and expected.shape[1] > 1:
-            return (
-                f"at step {step} the model saw only the newest token; give it the whole context "
+            return tr(
+                "at step {step} the model saw only the newest token; give it the whole context "
                 "(its last block_size tokens): the model has no memory between calls"
-            )
+            ).format(step=step)
         if seen.shape == expected.shape and not torch.equal(seen, expected):
             first = out[:, : min(length, _BLOCK)]
             if seen.shape == first.shape and torch.equal(seen, first):
-                return (
-                    f"at step {step} the model saw the first block_size tokens; crop to the "
+                return tr(
+                    "at step {step} the model saw the first block_size tokens; crop to the "
                     "last ones, ids[:, -block_size:]"
-                )
-            return f"at step {step} the model was not shown the tokens generated so far"
-        if seen.shape != expected.shape:
-            return (
-                f"at step {step} the model saw {seen.shape[1]} tokens, expected the last "
-                f"{expected.shape[1]} (min(length, block_size))"
+                ).format(step=step)
+            return tr("at step {step} the model was not shown the tokens generated so far").format(
+                step=step
             )
+        if seen.shape != expected.shape:
+            return tr(
+                "at step {step} the model saw {seen} tokens, expected the last {expected} "
+                "(min(length, block_size))"
+            ).format(step=step, seen=seen.shape[1], expected=expected.shape[1])
     return None
 
 
@@ -162,25 +174,29 @@ def _draw_problem(out: torch.Tensor, seed: int) -> str | None:
     for mistake, reason in _MISTAKES.items():
         wrong, _ = _run(functools.partial(_reference, mistake=mistake), seed)
         if torch.equal(out, wrong):
-            return reason
+            return translated(reason)
     step = int((out != expected).any(dim=0).nonzero()[0]) - _T0
-    return (
-        f"the tokens differ from softmax(last logits) -> torch.multinomial(probs, 1, "
-        f"generator=generator) with seed {seed}, first at new token {step}: sample one token "
+    return tr(
+        "the tokens differ from softmax(last logits) -> torch.multinomial(probs, 1, "
+        "generator=generator) with seed {seed}, first at new token {step}: sample one token "
         "per row from the probabilities of the last position"
-    )
+    ).format(seed=seed, step=step)
 
 
 def _explain_error(error: Exception) -> str:
     """The learner's exception, with the fix when it is a known mistake's."""
-    text = f"raised {type(error).__name__}: {error}"
+    text = tr("raised {kind}: {error}").format(kind=type(error).__name__, error=error)
     message = str(error)
     if "probability tensor contains" in message:
-        return text + "; torch.multinomial needs probabilities: apply torch.softmax to the logits"
+        return text + tr(
+            "; torch.multinomial needs probabilities: apply torch.softmax to the logits"
+        )
     if isinstance(error, TypeError) and "tuple" in message:
-        return text + "; the model returns (logits, loss): unpack it, logits, _ = model(context)"
+        return text + tr(
+            "; the model returns (logits, loss): unpack it, logits, _ = model(context)"
+        )
     if isinstance(error, TypeError) and "generator" in message:
-        return text + (
+        return text + tr(
             "; take the parameter generator=None and pass it on: "
             "torch.multinomial(probs, num_samples=1, generator=generator)"
         )

@@ -14,6 +14,7 @@ import torch
 from course_utils.config import TrainConfig
 from course_utils.exercises.difference import Tolerance
 from course_utils.exercises.judge import Case, Problem, judge
+from course_utils.lab.language import N_, tr
 
 # --- the learning rate at step s ------------------------------------------------------------
 
@@ -39,49 +40,68 @@ def _lr(step, config, *, warmup_from=1, end="min_lr", over="decay", start="warmu
 
 LEARNING_RATE_MISTAKES = [
     (
-        "a warm-up that starts at 0 (learning_rate * step / warmup_iters): step 0 should "
-        "already learn, learning_rate * (step + 1) / warmup_iters",
+        N_(
+            "a warm-up that starts at 0 (learning_rate * step / warmup_iters): step 0 should "
+            "already learn, learning_rate * (step + 1) / warmup_iters"
+        ),
         lambda s, c: _lr(s, c, warmup_from=0),
     ),
-    ("a decay to 0; the cosine ends at min_lr", lambda s, c: _lr(s, c, end="zero")),
+    (N_("a decay to 0; the cosine ends at min_lr"), lambda s, c: _lr(s, c, end="zero")),
     (
-        "a cosine stretched over max_iters steps; it runs over max_iters - warmup_iters steps, "
-        "starting after the warm-up",
+        N_(
+            "a cosine stretched over max_iters steps; it runs over max_iters - warmup_iters steps, "
+            "starting after the warm-up"
+        ),
         lambda s, c: _lr(s, c, over="max_iters"),
     ),
     (
-        "a cosine counted from step 0; count from the end of the warm-up: progress = "
-        "(step - warmup_iters) / (max_iters - warmup_iters)",
+        N_(
+            "a cosine counted from step 0; count from the end of the warm-up: progress = "
+            "(step - warmup_iters) / (max_iters - warmup_iters)"
+        ),
         lambda s, c: _lr(s, c, over="max_iters", start="zero"),
     ),
     (
-        "a cosine one step ahead (step - warmup_iters + 1): the first step after the warm-up "
-        "is at the peak, progress 0",
+        N_(
+            "a cosine one step ahead (step - warmup_iters + 1): the first step after the warm-up "
+            "is at the peak, progress 0"
+        ),
         lambda s, c: _lr(s, c, ahead=1),
     ),
     (
-        "a rate that rises again after max_iters: clamp the progress at 1, so it stays at min_lr",
+        N_(
+            "a rate that rises again after max_iters: clamp the progress at 1, so it stays at "
+            "min_lr"
+        ),
         lambda s, c: _lr(s, c, clamp=False),
     ),
     (
-        "step <= warmup_iters for the warm-up: at step warmup_iters the cosine starts, at the "
-        "peak; use step < warmup_iters",
+        N_(
+            "step <= warmup_iters for the warm-up: at step warmup_iters the cosine starts, at the "
+            "peak; use step < warmup_iters"
+        ),
         lambda s, c: _lr(s, c, boundary="<="),
     ),
-    ("a linear decay; the schedule is a cosine", lambda s, c: _lr(s, c, shape="linear")),
+    (N_("a linear decay; the schedule is a cosine"), lambda s, c: _lr(s, c, shape="linear")),
     (
-        "a full cosine period, cos(2 pi progress): the rate falls and climbs back to the peak; "
-        "the schedule is half a period, cos(pi * progress), from the peak down to min_lr",
+        N_(
+            "a full cosine period, cos(2 pi progress): the rate falls and climbs back to the peak; "
+            "the schedule is half a period, cos(pi * progress), from the peak down to min_lr"
+        ),
         lambda s, c: _lr(s, c, shape="full"),
     ),
     (
-        "the factor 0.5 missing: "
-        "min_lr + 0.5 * (1 + cos(pi * progress)) * (learning_rate - min_lr)",
+        N_(
+            "the factor 0.5 missing: "
+            "min_lr + 0.5 * (1 + cos(pi * progress)) * (learning_rate - min_lr)"
+        ),
         lambda s, c: _lr(s, c, half=1.0),
     ),
     (
-        "learning_rate and min_lr swapped in the cosine: it should fall from learning_rate to "
-        "min_lr",
+        N_(
+            "learning_rate and min_lr swapped in the cosine: it should fall from learning_rate to "
+            "min_lr"
+        ),
         lambda s, c: _lr(s, c, swapped=True),
     ),
 ]
@@ -93,10 +113,13 @@ def _schedule(learning_rate, config):
     for step in range(config.max_iters + 21):
         rate = learning_rate(step, config)
         if isinstance(rate, bool) or not isinstance(rate, (int, float)):
-            fix = " (use .item())" if isinstance(rate, torch.Tensor) else ""
-            return Problem(
-                f"learning_rate({step}, config) returned {type(rate).__name__}; return a float{fix}"
-            )
+            if isinstance(rate, torch.Tensor):
+                problem = tr(
+                    "learning_rate({step}, config) returned {kind}; return a float (use .item())"
+                )
+            else:
+                problem = tr("learning_rate({step}, config) returned {kind}; return a float")
+            return Problem(problem.format(step=step, kind=type(rate).__name__))
         rates.append(float(rate))
     return torch.tensor(rates, dtype=torch.float64)
 

@@ -18,6 +18,7 @@ from course_utils.config import ModelConfig
 from course_utils.exercises.difference import Tolerance
 from course_utils.exercises.judge import Case, Problem, judge
 from course_utils.exercises.nb12_learning_rate import LEARNING_RATE_MISTAKES, check_learning_rate
+from course_utils.lab.language import N_, tr
 from course_utils.model import TinyDecoder
 
 __all__ = [
@@ -91,64 +92,86 @@ def _step(model, optimizer, x, y, lr, grad_clip, *, zero="start", clip="norm", s
 
 TRAINING_STEP_MISTAKES = [
     (
-        "optimizer.step() before loss.backward() (or no step at all): the weights never "
-        "change; the order is zero_grad, forward, backward, clip, step",
+        N_(
+            "optimizer.step() before loss.backward() (or no step at all): the weights never "
+            "change; the order is zero_grad, forward, backward, clip, step"
+        ),
         lambda *a: _step(*a, step_first=True),
     ),
     (
-        "zero_grad between backward and step: the gradient just computed is wiped before the "
-        "update; call optimizer.zero_grad() before the forward pass",
+        N_(
+            "zero_grad between backward and step: the gradient just computed is wiped before the "
+            "update; call optimizer.zero_grad() before the forward pass"
+        ),
         lambda *a: _step(*a, zero="before step"),
     ),
     (
-        "no zero_grad: the gradients of earlier steps were added to this one; call "
-        "optimizer.zero_grad() before loss.backward()",
+        N_(
+            "no zero_grad: the gradients of earlier steps were added to this one; call "
+            "optimizer.zero_grad() before loss.backward()"
+        ),
         lambda *a: _step(*a, zero="none"),
     ),
     (
-        "zero_grad at the end of the step: the gradients left before the call were added to "
-        "the first update; clear them at the start",
+        N_(
+            "zero_grad at the end of the step: the gradients left before the call were added to "
+            "the first update; clear them at the start"
+        ),
         lambda *a: _step(*a, zero="end"),
     ),
     (
-        "no gradient clipping: call torch.nn.utils.clip_grad_norm_(model.parameters(), "
-        "grad_clip) after loss.backward() and before optimizer.step()",
+        N_(
+            "no gradient clipping: call torch.nn.utils.clip_grad_norm_(model.parameters(), "
+            "grad_clip) after loss.backward() and before optimizer.step()"
+        ),
         lambda *a: _step(*a, clip="none"),
     ),
     (
-        "the clip after optimizer.step(): the update used the unclipped gradient; clip between "
-        "backward and step",
+        N_(
+            "the clip after optimizer.step(): the update used the unclipped gradient; clip between "
+            "backward and step"
+        ),
         lambda *a: _step(*a, clip="after step"),
     ),
     (
-        "clip_grad_value_: it clips each entry; the exercise clips the global norm with "
-        "clip_grad_norm_",
+        N_(
+            "clip_grad_value_: it clips each entry; the exercise clips the global norm with "
+            "clip_grad_norm_"
+        ),
         lambda *a: _step(*a, clip="value"),
     ),
     (
-        "a clip to norm 1.0; clip to the argument grad_clip",
+        N_("a clip to norm 1.0; clip to the argument grad_clip"),
         lambda *a: _step(*a, clip="fixed"),
     ),
     (
-        "each parameter's gradient clipped on its own (clip_grad_norm_ called per parameter): "
-        "the clip bounds the norm of all gradients together, so pass them all at once: "
-        "clip_grad_norm_(model.parameters(), grad_clip)",
+        N_(
+            "each parameter's gradient clipped on its own (clip_grad_norm_ called per parameter): "
+            "the clip bounds the norm of all gradients together, so pass them all at once: "
+            "clip_grad_norm_(model.parameters(), grad_clip)"
+        ),
         lambda *a: _step(*a, clip="each"),
     ),
     (
-        "the optimizer's old learning rate: set group['lr'] = lr for every group in "
-        "optimizer.param_groups before optimizer.step()",
+        N_(
+            "the optimizer's old learning rate: set group['lr'] = lr for every group in "
+            "optimizer.param_groups before optimizer.step()"
+        ),
         lambda *a: _step(*a, set_lr="none"),
     ),
     (
-        "only the first parameter group got the new learning rate: the course's optimizer "
-        "has two groups (weights with decay; biases and norms without), so loop over every "
-        "group in optimizer.param_groups",
+        N_(
+            "only the first parameter group got the new learning rate: the course's optimizer "
+            "has two groups (weights with decay; biases and norms without), so loop over every "
+            "group in optimizer.param_groups"
+        ),
         lambda *a: _step(*a, set_lr="first"),
     ),
     (
-        "the learning rate set after optimizer.step(): each step used the previous rate; set "
-        "it first",
+        N_(
+            "the learning rate set after optimizer.step(): each step used the previous rate; set "
+            "it first"
+        ),
         lambda *a: _step(*a, set_lr="after step"),
     ),
 ]
@@ -173,16 +196,24 @@ def _steps(training_step, d_model, batch_shape, momentum, lr_values, grad_clip):
     for (x, y), lr in zip(batches[1:], lr_values):
         loss = training_step(model, optimizer, x, y, lr, grad_clip)
         if isinstance(loss, bool) or not isinstance(loss, (int, float)):
-            kind = f"a tensor{' that requires grad' * getattr(loss, 'requires_grad', False)}"
-            kind = kind if isinstance(loss, torch.Tensor) else f"a {type(loss).__name__}"
             return Problem(
-                f"training_step returned {kind}; return the loss as a float: loss.item()"
+                tr("training_step returned {kind}; return the loss as a float: loss.item()").format(
+                    kind=_returned_kind(loss)
+                )
             )
         losses.append(float(loss))
     after = torch.cat([p.detach().flatten() for p in model.parameters()]).double()
     grads = [p.grad.detach().double().norm() for p in model.parameters() if p.grad is not None]
     grad_norm = float(torch.stack(grads).norm()) if grads else 0.0
     return after - before, torch.tensor(losses, dtype=torch.float64), grad_norm
+
+
+def _returned_kind(value) -> str:
+    """What the answer returned instead of a float, in a few words: "a tensor that requires
+    grad", "a tensor", "a list"..."""
+    if not isinstance(value, torch.Tensor):
+        return tr("a {kind}").format(kind=type(value).__name__)
+    return tr("a tensor that requires grad") if value.requires_grad else tr("a tensor")
 
 
 def check_training_step(training_step: Callable) -> bool:
@@ -196,12 +227,12 @@ def check_training_step(training_step: Callable) -> bool:
     :data:`TRAINING_STEP_MISTAKES` and a loss returned as a tensor.
     """
     cases = [  # the first has a gradient norm above 1, so a clip to 1.0 shows
-        Case(16, (1, 1), 0.0, (0.7,), 0.02, label="one step on B = 1, T = 1, grad_clip 0.02"),
-        Case(16, (3, 8), 0.0, (0.5, 0.3), 0.05, label="two steps, lr 0.5 then 0.3, grad_clip 0.05"),
-        Case(
-            8, (2, 5), 0.9, (0.2, 0.4, 0.1), 0.5, label="three steps with momentum, grad_clip 0.5"
-        ),
-    ]
+        Case(16, (1, 1), 0.0, (0.7,), 0.02, label=tr("one step on B = 1, T = 1, grad_clip 0.02")),
+        Case(16, (3, 8), 0.0, (0.5, 0.3), 0.05,
+             label=tr("two steps, lr 0.5 then 0.3, grad_clip 0.05")),
+        Case(8, (2, 5), 0.9, (0.2, 0.4, 0.1), 0.5,
+             label=tr("three steps with momentum, grad_clip 0.5")),
+    ]  # fmt: skip
     return judge(
         "training_step",
         training_step,
@@ -209,7 +240,7 @@ def check_training_step(training_step: Callable) -> bool:
         cases,
         TRAINING_STEP_MISTAKES,
         call=_steps,
-        axes=("weight update", "losses", "gradient norm left after the step"),
+        axes=(tr("weight update"), tr("losses"), tr("gradient norm left after the step")),
         tolerance=Tolerance(atol=1e-8, rtol=1e-3),
     )
 
@@ -244,12 +275,12 @@ def _estimate(estimate_loss, dropout, d_model, batch_shape, n_batches, start_tra
     with torch.random.fork_rng(devices=[]), torch.enable_grad():
         torch.manual_seed(0)
         value = estimate_loss(model, batches)
-        grad_after = "on" if torch.is_grad_enabled() else "off (left disabled)"
-    modes = {mode for mode, _ in seen} or {"never called"}
+        grad_after = tr("on") if torch.is_grad_enabled() else tr("off (left disabled)")
+    modes = {mode for mode, _ in seen} or {tr("never called")}
     during = modes.pop() if len(modes) == 1 else "mixed"
-    autograd = "on" if any(grad for _, grad in seen) else "off"
+    autograd = tr("on") if any(grad for _, grad in seen) else tr("off")
     value = None if during in ("train", "mixed") else value
-    late = "after the forward passes" if evals and evals[0] else "not after them"
+    late = tr("after the forward passes") if evals and evals[0] else tr("not after them")
     return during, autograd, _mode(model.modules()), grad_after, value, late
 
 
@@ -276,48 +307,60 @@ def _by_hand(model, batches, *, mode="eval", grad=False, restore=True, which=sli
 
 ESTIMATE_LOSS_MISTAKES = [
     (
-        "no model.eval(): dropout was on; call model.eval() first",
+        N_("no model.eval(): dropout was on; call model.eval() first"),
         lambda m, b: _by_hand(m, b, mode=None),
     ),
     (
-        "model.eval() called after the forward passes: dropout was on while they ran; call it "
-        "before them (and restore the mode at the end)",
+        N_(
+            "model.eval() called after the forward passes: dropout was on while they ran; call it "
+            "before them (and restore the mode at the end)"
+        ),
         lambda m, b: _by_hand(m, b, mode="after"),
     ),
     (
-        "model.training = False: that changes only the top module's flag, the dropout layers "
-        "inside stay in training mode; call model.eval(), which sets every submodule",
+        N_(
+            "model.training = False: that changes only the top module's flag, the dropout layers "
+            "inside stay in training mode; call model.eval(), which sets every submodule"
+        ),
         lambda m, b: _by_hand(m, b, mode="flag"),
     ),
     (
-        "no torch.no_grad(): the forward passes built graphs nobody uses; wrap them in "
-        "torch.no_grad() (or decorate the function with @torch.no_grad())",
+        N_(
+            "no torch.no_grad(): the forward passes built graphs nobody uses; wrap them in "
+            "torch.no_grad() (or decorate the function with @torch.no_grad())"
+        ),
         lambda m, b: _by_hand(m, b, grad=True),
     ),
     (
-        "the model left in eval mode: remember model.training first and restore it with "
-        "model.train(was_training)",
+        N_(
+            "the model left in eval mode: remember model.training first and restore it with "
+            "model.train(was_training)"
+        ),
         lambda m, b: _by_hand(m, b, restore=False),
     ),
     (
-        "model.train() at the end whatever the mode before: a model that was in eval mode must "
-        "stay in it; restore with model.train(was_training)",
+        N_(
+            "model.train() at the end whatever the mode before: a model that was in eval mode must "
+            "stay in it; restore with model.train(was_training)"
+        ),
         lambda m, b: _by_hand(m, b, restore="train"),
     ),
     (
-        "torch.set_grad_enabled(False) left on after the function: autograd stays off for the "
-        "rest of the notebook; use the context manager torch.no_grad()",
+        N_(
+            "torch.set_grad_enabled(False) left on after the function: autograd stays off for the "
+            "rest of the notebook; use the context manager torch.no_grad()"
+        ),
         lambda m, b: _by_hand(m, b, grad_global=True),
     ),
     (
-        "the loss of the first batch only; average over all batches",
+        N_("the loss of the first batch only; average over all batches"),
         lambda m, b: _by_hand(m, b, which=slice(1)),
     ),
     (
-        "the loss of the last batch only; average over all batches",
+        N_("the loss of the last batch only; average over all batches"),
         lambda m, b: _by_hand(m, b, which=slice(-1, None)),
     ),
-    ("the sum of the losses; return their mean", lambda m, b: _by_hand(m, b, reduce="sum")),
+    (N_("the sum of the losses; return their mean"), lambda m, b: _by_hand(m, b, reduce="sum")),
 ]
 
 
@@ -330,11 +373,13 @@ def check_estimate_loss(estimate_loss: Callable) -> bool:
     on, ``model.training = False``, ...) and a tensor returned.
     """
     cases = [
-        Case(0.3, 16, (3, 8), 4, True, label="4 batches (3, 8), dropout 0.3, from training mode"),
-        Case(0.3, 16, (3, 8), 4, False, label="4 batches (3, 8), dropout 0.3, from eval mode"),
-        Case(0.5, 8, (2, 5), 3, True, label="3 batches (2, 5), dropout 0.5, from training mode"),
-        Case(0.5, 8, (1, 1), 1, False, label="1 batch (1, 1), dropout 0.5, from eval mode"),
-    ]
+        Case(0.3, 16, (3, 8), 4, True,
+             label=tr("4 batches (3, 8), dropout 0.3, from training mode")),
+        Case(0.3, 16, (3, 8), 4, False, label=tr("4 batches (3, 8), dropout 0.3, from eval mode")),
+        Case(0.5, 8, (2, 5), 3, True,
+             label=tr("3 batches (2, 5), dropout 0.5, from training mode")),
+        Case(0.5, 8, (1, 1), 1, False, label=tr("1 batch (1, 1), dropout 0.5, from eval mode")),
+    ]  # fmt: skip
     return judge(
         "estimate_loss",
         estimate_loss,
@@ -343,11 +388,11 @@ def check_estimate_loss(estimate_loss: Callable) -> bool:
         ESTIMATE_LOSS_MISTAKES,
         call=_estimate,
         axes=(
-            "mode during the forward passes",
-            "autograd during them",
-            "mode afterwards",
-            "autograd afterwards",
-            "value",
-            "whether model.eval() came after the forward passes",
+            tr("mode during the forward passes"),
+            tr("autograd during them"),
+            tr("mode afterwards"),
+            tr("autograd afterwards"),
+            tr("value"),
+            tr("whether model.eval() came after the forward passes"),
         ),  # fmt: skip
     )

@@ -12,6 +12,7 @@ import torch
 
 from course_utils.exercises.difference import Tolerance
 from course_utils.exercises.judge import Case, judge
+from course_utils.lab.language import N_, tr
 
 # --- appending to the KV cache ---------------------------------------------------------------
 
@@ -38,29 +39,38 @@ def _append(cached_k, cached_v, k_new, v_new):
 
 APPEND_TO_CACHE_MISTAKES = [
     (
-        "the new keys and values put first; the newest position goes last: "
-        "torch.cat([cached, new], dim=2)",
+        N_(
+            "the new keys and values put first; the newest position goes last: "
+            "torch.cat([cached, new], dim=2)"
+        ),
         lambda ck, cv, k, v: (torch.cat([k, ck], dim=2), torch.cat([v, cv], dim=2)),
     ),
     (
-        "a cache that forgets the earlier tokens: keep the cached keys and values, then the new",
+        N_(
+            "a cache that forgets the earlier tokens: keep the cached keys and values, then the new"
+        ),
         lambda ck, cv, k, v: (k, v),
     ),
     (
-        "the old cache returned unchanged: append the new keys and values",
+        N_("the old cache returned unchanged: append the new keys and values"),
         lambda ck, cv, k, v: (ck, cv),
     ),
     (
-        "the new values appended to the keys (and the keys to the values)",
+        N_("the new values appended to the keys (and the keys to the values)"),
         lambda ck, cv, k, v: (torch.cat([ck, v], dim=2), torch.cat([cv, k], dim=2)),
     ),
     (
-        "a join on the head axis (dim=1); the cache grows on the time axis, dim=2 of "
-        "(B, h, T, d_k)",
+        N_(
+            "a join on the head axis (dim=1); the cache grows on the time axis, dim=2 of "
+            "(B, h, T, d_k)"
+        ),
         lambda ck, cv, k, v: (torch.cat([ck, k], dim=1), torch.cat([cv, v], dim=1)),
     ),
     (
-        "a join on the last axis (d_k); the cache grows on the time axis, dim=2 of (B, h, T, d_k)",
+        N_(
+            "a join on the last axis (d_k); the cache grows on the time axis, dim=2 of (B, h, T, "
+            "d_k)"
+        ),
         lambda ck, cv, k, v: (torch.cat([ck, k], dim=-1), torch.cat([cv, v], dim=-1)),
     ),
 ]
@@ -80,13 +90,15 @@ def check_append_to_cache(append_to_cache: Callable) -> bool:
         _append,
         _cache_cases(),
         APPEND_TO_CACHE_MISTAKES,
-        axes=("keys", "values"),
+        axes=(tr("keys"), tr("values")),
         errors=[
             (
                 RuntimeError,
                 "[Ss]izes of tensors must match|stack expects",
-                "the cached and new keys differ only in the time axis: torch.cat on dim=2 of "
-                "(B, h, T, d_k)",
+                tr(
+                    "the cached and new keys differ only in the time axis: torch.cat on dim=2 of "
+                    "(B, h, T, d_k)"
+                ),
             )
         ],
     )
@@ -101,35 +113,46 @@ def _new_positions(cache_length, n_new):
 
 NEW_POSITIONS_MISTAKES = [
     (
-        "counting from 0 again, so the new tokens sit where the first ones were: add the cache "
-        "length, the new tokens come after the cached ones",
+        N_(
+            "counting from 0 again, so the new tokens sit where the first ones were: add the cache "
+            "length, the new tokens come after the cached ones"
+        ),
         lambda c, n: torch.arange(n),
     ),
     (
-        "one too far: positions count from 0, so after c cached tokens the next is at c",
+        N_("one too far: positions count from 0, so after c cached tokens the next is at c"),
         lambda c, n: torch.arange(c + 1, c + n + 1),
     ),
     (
-        "one too early: after c cached tokens the next is at c",
+        N_("one too early: after c cached tokens the next is at c"),
         lambda c, n: torch.arange(c - 1, c + n - 1),
     ),
     (
-        "torch.arange(cache_length, n_new): the end is cache_length + n_new (arange's end is "
-        "exclusive)",
+        N_(
+            "torch.arange(cache_length, n_new): the end is cache_length + n_new (arange's end is "
+            "exclusive)"
+        ),
         lambda c, n: torch.arange(c, n),
     ),
     (
-        "every position from 0; only the n_new new tokens are fed: arange(c, c + n_new)",
+        N_("every position from 0; only the n_new new tokens are fed: arange(c, c + n_new)"),
         lambda c, n: torch.arange(c + n),
     ),
-    ("the last position only; one position per new token", lambda c, n: torch.tensor([c + n - 1])),
     (
-        "int32 positions; positions are int64 (torch.long), the dtype of token ids and of "
-        "torch.arange's default",
+        N_("the last position only; one position per new token"),
+        lambda c, n: torch.tensor([c + n - 1]),
+    ),
+    (
+        N_(
+            "int32 positions; positions are int64 (torch.long), the dtype of token ids and of "
+            "torch.arange's default"
+        ),
         lambda c, n: torch.arange(c, c + n, dtype=torch.int32),
     ),
     (
-        "float positions; positions are int64 (torch.long), the dtype of torch.arange(c, c + n)",
+        N_(
+            "float positions; positions are int64 (torch.long), the dtype of torch.arange(c, c + n)"
+        ),
         lambda c, n: torch.arange(c, c + n, dtype=torch.float32),
     ),
 ]
@@ -185,67 +208,81 @@ def _remove_mask(logits, p):
 
 TOP_P_MISTAKES = [
     (
-        "an ascending sort: top-p keeps the most likely tokens, sort(descending=True)",
+        N_("an ascending sort: top-p keeps the most likely tokens, sort(descending=True)"),
         lambda x, p: _top_p(x, p, descending=False),
     ),
     (
-        "the boolean mask of the removed tokens returned; return the logits with those set to "
-        "-inf: logits.masked_fill(remove, float('-inf'))",
+        N_(
+            "the boolean mask of the removed tokens returned; return the logits with those set to "
+            "-inf: logits.masked_fill(remove, float('-inf'))"
+        ),
         _remove_mask,
     ),
     (
-        "the boolean mask of the kept tokens returned; return the filtered logits",
+        N_("the boolean mask of the kept tokens returned; return the filtered logits"),
         lambda x, p: ~_remove_mask(x, p),
     ),
     (
-        "removed logits set to 0; use -inf, so their probability is exactly 0 (a logit of 0 "
-        "is still a likely token)",
+        N_(
+            "removed logits set to 0; use -inf, so their probability is exactly 0 (a logit of 0 "
+            "is still a likely token)"
+        ),
         lambda x, p: _top_p(x, p, fill=0.0),
     ),
     (
-        "removed logits set to -1e9 (or similar); the exercise asks for -inf",
+        N_("removed logits set to -1e9 (or similar); the exercise asks for -inf"),
         lambda x, p: _top_p(x, p, fill=-1e9),
     ),
     (
-        "probabilities returned; return the filtered logits",
+        N_("probabilities returned; return the filtered logits"),
         lambda x, p: torch.softmax(_top_p(x, p), dim=-1),
     ),
     (
-        "the probabilities of the kept tokens returned (zero elsewhere); return the filtered "
-        "logits, -inf where removed",
+        N_(
+            "the probabilities of the kept tokens returned (zero elsewhere); return the filtered "
+            "logits, -inf where removed"
+        ),
         lambda x, p: torch.softmax(x, dim=-1).masked_fill(_remove_mask(x, p), 0.0),
     ),
     (
-        "the result left in sorted order; put each logit back at its token's index (scatter)",
+        N_("the result left in sorted order; put each logit back at its token's index (scatter)"),
         lambda x, p: _top_p(x, p, back="sorted"),
     ),
     (
-        "the sorted-order mask put back with gather; scatter(-1, order, mask) undoes the sort",
+        N_("the sorted-order mask put back with gather; scatter(-1, order, mask) undoes the sort"),
         lambda x, p: _top_p(x, p, back="gather"),
     ),
     (
-        "the sorted-order mask applied in vocabulary order; scatter it back first",
+        N_("the sorted-order mask applied in vocabulary order; scatter it back first"),
         lambda x, p: _top_p(x, p, back="none"),
     ),
     (
-        "the cumulative sum taken in vocabulary order; sort the probabilities in decreasing "
-        "order first, so the most likely tokens are counted first",
+        N_(
+            "the cumulative sum taken in vocabulary order; sort the probabilities in decreasing "
+            "order first, so the most likely tokens are counted first"
+        ),
         _vocabulary_order,
     ),
     (
-        "the token that makes the mass reach p dropped (a cumsum > p or >= p that counts the "
-        "token itself): remove a token only when the mass *before* it is already >= p "
-        "(cumsum - probabilities)",
+        N_(
+            "the token that makes the mass reach p dropped (a cumsum > p or >= p that counts the "
+            "token itself): remove a token only when the mass *before* it is already >= p "
+            "(cumsum - probabilities)"
+        ),
         lambda x, p: _top_p(x, p, inclusive=True),
     ),
     (
-        "a strict '>' that keeps one token too many when the mass lands exactly on p: the set "
-        "is complete when the mass before a token is >= p",
+        N_(
+            "a strict '>' that keeps one token too many when the mass lands exactly on p: the set "
+            "is complete when the mass before a token is >= p"
+        ),
         lambda x, p: _top_p(x, p, strict=True),
     ),
     (
-        "a softmax over the batch axis (dim=0); the probabilities are over the vocabulary, the "
-        "last axis",
+        N_(
+            "a softmax over the batch axis (dim=0); the probabilities are over the vocabulary, the "
+            "last axis"
+        ),
         lambda x, p: _top_p(x, p, dim=0),
     ),
 ]

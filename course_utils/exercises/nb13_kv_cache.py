@@ -26,6 +26,7 @@ import course_utils.exercises.solution_model as solution
 from course_utils.exercises.cases import Problem
 from course_utils.exercises.judge import Case, judge
 from course_utils.exercises.module_judge import random_weights
+from course_utils.lab.language import N_, tr
 
 __all__ = [
     "FORWARD_CACHED_MISTAKES",
@@ -76,18 +77,24 @@ def forward_cached_reference(model, ids, cache):
 
 FORWARD_CACHED_MISTAKES = [
     (
-        "the position offset forgotten: the new token was given position 0; it sits at the "
-        "cache length, so add model.pe[T_cached : T_cached + T_new]",
+        N_(
+            "the position offset forgotten: the new token was given position 0; it sits at the "
+            "cache length, so add model.pe[T_cached : T_cached + T_new]"
+        ),
         lambda m, i, c: _forward(m, i, c, offset=False),
     ),
     (
-        "the causal mask kept in a one-token step: its mask (1, T) hides every key but the "
-        "first; the new token may see every cached key (causal=False when there is a cache)",
+        N_(
+            "the causal mask kept in a one-token step: its mask (1, T) hides every key but the "
+            "first; the new token may see every cached key (causal=False when there is a cache)"
+        ),
         lambda m, i, c: _forward(m, i, c, step_mask=True),
     ),
     (
-        "the new keys and values put before the cached ones; the newest position goes last: "
-        "torch.cat([cached_k, k], dim=2)",
+        N_(
+            "the new keys and values put before the cached ones; the newest position goes last: "
+            "torch.cat([cached_k, k], dim=2)"
+        ),
         lambda m, i, c: _forward(m, i, c, order="new-old"),
     ),
 ]
@@ -96,13 +103,15 @@ ERRORS = [
     (
         RuntimeError,
         "[Ss]izes of tensors must match|must match the size of tensor",
-        "the cache grows on the time axis: torch.cat([cached_k, k], dim=2) of (B, h, T, d_k)",
+        N_("the cache grows on the time axis: torch.cat([cached_k, k], dim=2) of (B, h, T, d_k)"),
     ),
     (
         RuntimeError,
         "size of tensor [ab] \\(0\\)",
-        "the positions of the new tokens run past the table: model.pe[T_cached : T_cached + "
-        "T_new] must hold T_new rows (the context may not pass block_size)",
+        N_(
+            "the positions of the new tokens run past the table: model.pe[T_cached : T_cached + "
+            "T_new] must hold T_new rows (the context may not pass block_size)"
+        ),
     ),
 ]
 
@@ -125,9 +134,11 @@ def _harness(forward_cached: Callable, model, prompt, continuation):
                 out = forward_cached(model, ids, cache)
                 if cache is not None and any(n > ids.shape[1] for n in seen):
                     return Problem(
-                        f"a one-token step projected {max(seen)} positions with w_k: it "
-                        "recomputes the keys of past tokens; project only the new token and "
-                        "append its key and value to the cache"
+                        tr(
+                            "a one-token step projected {count} positions with w_k: it "
+                            "recomputes the keys of past tokens; project only the new token and "
+                            "append its key and value to the cache"
+                        ).format(count=max(seen))
                     )
                 problem = _returned_problem(out, model, ids, cached)
                 if problem:
@@ -145,24 +156,28 @@ def _harness(forward_cached: Callable, model, prompt, continuation):
 def _returned_problem(out, model, ids, cached: int) -> str | None:
     """What is wrong with the shape of ``(logits, cache)``, in a sentence, or None."""
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
-        return f"forward_cached must return (logits, cache), got {type(out).__name__}"
+        return tr("forward_cached must return (logits, cache), got {kind}").format(
+            kind=type(out).__name__
+        )
     logits, new_cache = out
     B, T_new = ids.shape
     V = model.lm_head.weight.shape[0]
     if not isinstance(logits, torch.Tensor) or tuple(logits.shape) != (B, T_new, V):
         got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
-        return (
-            f"the logits must be (B, T_new, V) = {(B, T_new, V)}, one row per new token; got {got}"
-        )
+        return tr(
+            "the logits must be (B, T_new, V) = {shape}, one row per new token; got {got}"
+        ).format(shape=(B, T_new, V), got=got)
     blocks = len(model.blocks)
     if not isinstance(new_cache, (list, tuple)) or len(new_cache) != blocks:
-        return f"the cache must be a list of one (k, v) per block ({blocks} blocks)"
+        return tr("the cache must be a list of one (k, v) per block ({blocks} blocks)").format(
+            blocks=blocks
+        )
     h = model.blocks[0].attention.n_heads
     T = cached + T_new
     want = (B, h, T, model.d_model // h)
     for i, entry in enumerate(new_cache):
         if not (isinstance(entry, (tuple, list)) and len(entry) == 2):
-            return f"block {i}'s cache entry must be a pair (k, v)"
+            return tr("block {block}'s cache entry must be a pair (k, v)").format(block=i)
         for name, tensor in zip("kv", entry):
             if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != want:
                 return _cache_shape_problem(i, name, tensor, want, T - T_new)
@@ -170,16 +185,20 @@ def _returned_problem(out, model, ids, cached: int) -> str | None:
 
 
 def _cache_shape_problem(block: int, name: str, tensor, want: tuple, cached: int) -> str:
-    said = f"block {block}'s cached {name} must be (B, h, T_cached + T_new, d_k) = {want}"
+    said = tr("block {block}'s cached {name} must be (B, h, T_cached + T_new, d_k) = {want}")
+    said = said.format(block=block, name=name, want=want)
     if not isinstance(tensor, torch.Tensor):
-        return f"{said}, got {type(tensor).__name__}"
+        return tr("{said}, got {got}").format(said=said, got=type(tensor).__name__)
     got = tuple(tensor.shape)
     if cached and got[:2] + got[3:] == want[:2] + want[3:]:
         if got[2] == want[2] - cached:
-            return f"{said}, got {got}: only the new tokens were kept; append them to the cache"
+            why = tr("{said}, got {got}: only the new tokens were kept; append them to the cache")
+            return why.format(said=said, got=got)
         if got[2] == cached:
-            return f"{said}, got {got}: the cache came back unchanged; append the new k and v"
-    return f"{said}, got {got}: one key and one value per head and token, on the time axis"
+            why = tr("{said}, got {got}: the cache came back unchanged; append the new k and v")
+            return why.format(said=said, got=got)
+    why = tr("{said}, got {got}: one key and one value per head and token, on the time axis")
+    return why.format(said=said, got=got)
 
 
 def _model(vocab_size, block_size, d_model, n_heads, n_layers, d_ff):
@@ -202,10 +221,10 @@ def _cases() -> list[Case]:
     ):
         model = _model(11, block_size, d_model, h, layers, 2 * d_model)
         ids = torch.randint(11, (b, t0 + steps), generator=generator)
-        label = (
-            f"B={b}, h={h}, {layers} block(s), a prompt of {t0} tokens then {steps} one-token "
-            f"steps (block_size {block_size})"
-        )
+        label = tr(
+            "B={b}, h={h}, {layers} block(s), a prompt of {t0} tokens then {steps} one-token "
+            "steps (block_size {block_size})"
+        ).format(b=b, h=h, layers=layers, t0=t0, steps=steps, block_size=block_size)
         cases.append(Case(model, ids[:, :t0], ids[:, t0:], label=label))
     return cases
 
@@ -237,7 +256,7 @@ def check_forward_cached(forward_cached: Callable, generate_cached: object = Non
         _cases(),
         FORWARD_CACHED_MISTAKES,
         call=_harness,
-        axes=("logits of every call", "cached keys", "cached values"),
+        axes=(tr("logits of every call"), tr("cached keys"), tr("cached values")),
         errors=ERRORS,
     )
 
@@ -285,19 +304,26 @@ def generate_cached_reference(model, ids, max_new_tokens, block_size, generator=
 
 GENERATE_CACHED_MISTAKES = [
     (
-        "a rolling cache (the oldest key and value dropped when it is full): the keys left were "
-        "computed at their old positions, and the new token keeps position block_size - 1; "
-        "rebuild the cache from the last block_size tokens instead (the crop)",
+        N_(
+            "a rolling cache (the oldest key and value dropped when it is full): the keys left "
+            "were "
+            "computed at their old positions, and the new token keeps position block_size - 1; "
+            "rebuild the cache from the last block_size tokens instead (the crop)"
+        ),
         lambda m, i, n, b, g=None: _loop(m, i, n, b, g, full="roll"),
     ),
     (
-        "the generator not passed to torch.multinomial: pass generator=generator, so the same "
-        "seed gives the same tokens",
+        N_(
+            "the generator not passed to torch.multinomial: pass generator=generator, so the same "
+            "seed gives the same tokens"
+        ),
         lambda m, i, n, b, g=None: _loop(m, i, n, b, None),
     ),
     (
-        "the most likely token taken (argmax); sample as notebook 12's loop: "
-        "torch.multinomial(probs, num_samples=1, generator=generator)",
+        N_(
+            "the most likely token taken (argmax); sample as notebook 12's loop: "
+            "torch.multinomial(probs, num_samples=1, generator=generator)"
+        ),
         lambda m, i, n, b, g=None: _loop(m, i, n, b, g, greedy=True),
     ),
 ]
@@ -306,16 +332,20 @@ LOOP_ERRORS = [
     (
         IndexError,
         "out of bounds for dimension 1 with size 0",
-        "no logits for the new token: its position is past the table (model.pe[T_cached:] is "
-        "empty); when the cache holds block_size tokens, rebuild it from the last block_size "
-        "tokens (the crop at block_size)",
+        N_(
+            "no logits for the new token: its position is past the table (model.pe[T_cached:] is "
+            "empty); when the cache holds block_size tokens, rebuild it from the last block_size "
+            "tokens (the crop at block_size)"
+        ),
     ),
     (
         RuntimeError,
         r"size of tensor a \(\d+\) must match the size of tensor b \(\d+\)",
-        "positions past the table: feed at most block_size tokens (the prompt's last "
-        "block_size in the prefill) and, when the cache holds block_size tokens, rebuild it "
-        "from the last block_size tokens (the crop at block_size)",
+        N_(
+            "positions past the table: feed at most block_size tokens (the prompt's last "
+            "block_size in the prefill) and, when the cache holds block_size tokens, rebuild it "
+            "from the last block_size tokens (the crop at block_size)"
+        ),
     ),
 ]
 
@@ -343,14 +373,18 @@ def _loop_harness(generate_cached: Callable, model, ids, max_new_tokens, block_s
             hook.remove()
     if answer_fed > sum(fed):
         return Problem(
-            f"it fed the model {answer_fed} positions where the cached loop feeds {sum(fed)}: "
-            "after the prefill, feed only the new token while the cache holds fewer than "
-            "block_size tokens (the whole context every step is notebook 12's loop)"
+            tr(
+                "it fed the model {fed} positions where the cached loop feeds {needed}: after "
+                "the prefill, feed only the new token while the cache holds fewer than "
+                "block_size tokens (the whole context every step is notebook 12's loop)"
+            ).format(fed=answer_fed, needed=sum(fed))
         )
     if len(answer_last) < max_new_tokens:
         return Problem(
-            f"it ran the model {len(answer_last)} times for {max_new_tokens} new tokens; each "
-            "new token is sampled from the logits of one call"
+            tr(
+                "it ran the model {count} times for {new} new tokens; each new token is sampled "
+                "from the logits of one call"
+            ).format(count=len(answer_last), new=max_new_tokens)
         )
     return out, torch.stack(answer_last, dim=1)
 
@@ -377,10 +411,10 @@ def _loop_cases() -> list[Case]:
     for b, block_size, t0, n_new, seed in ((2, 8, 3, 14, 0), (1, 6, 9, 7, 1), (3, 5, 2, 9, 2)):
         model = _loop_model(block_size, 12, 3, 2)
         ids = torch.randint(11, (b, t0), generator=generator)
-        label = (
-            f"B={b}, a prompt of {t0} tokens, {n_new} new tokens, block_size={block_size}, "
-            f"generator seeded {seed}"
-        )
+        label = tr(
+            "B={b}, a prompt of {t0} tokens, {n_new} new tokens, block_size={block_size}, "
+            "generator seeded {seed}"
+        ).format(b=b, t0=t0, n_new=n_new, block_size=block_size, seed=seed)
         cases.append(Case(model, ids, n_new, block_size, seed, label=label))
     return cases
 
@@ -403,6 +437,6 @@ def check_generate_cached(generate_cached: Callable) -> bool:
         _loop_cases(),
         GENERATE_CACHED_MISTAKES,
         call=_loop_harness,
-        axes=("tokens", "logits sampled from"),
+        axes=(tr("tokens"), tr("logits sampled from")),
         errors=LOOP_ERRORS,
     )

@@ -14,6 +14,7 @@ from torch import nn
 
 from course_utils.attention import merge_heads, split_heads
 from course_utils.exercises.judge import Case, judge
+from course_utils.lab.language import N_, tr
 
 # --- cross-attention ---------------------------------------------------------------------------
 
@@ -49,62 +50,75 @@ def _swapped_sources(x, memory, *rest):
 
 CROSS_ATTENTION_MISTAKES = [
     (
-        "keys and values from the decoder (x); take them from memory, the encoder output",
+        N_("keys and values from the decoder (x); take them from memory, the encoder output"),
         lambda x, m, *rest: _cross(x, x, *rest),
     ),
     (
-        "queries from memory and keys and values from x: the queries come from the decoder (x)",
+        N_("queries from memory and keys and values from x: the queries come from the decoder (x)"),
         _swapped_sources,
     ),
     (
-        "a causal mask: in cross-attention every target position may read the whole source "
-        "(it is known before decoding starts); hide only the padding",
+        N_(
+            "a causal mask: in cross-attention every target position may read the whole source "
+            "(it is known before decoding starts); hide only the padding"
+        ),
         lambda *case: _cross(*case, causal=True),
     ),
-    ("scores not divided by sqrt(d_k) (§3.2.1)", lambda *case: _cross(*case, scale=None)),
+    (N_("scores not divided by sqrt(d_k) (§3.2.1)"), lambda *case: _cross(*case, scale=None)),
     (
-        "scores divided by sqrt(d_model); divide by sqrt(d_k), the size of one head",
+        N_("scores divided by sqrt(d_model); divide by sqrt(d_k), the size of one head"),
         lambda *case: _cross(*case, scale="d_model"),
     ),
     (
-        "the padding ignored: hide keys where memory_mask is False",
+        N_("the padding ignored: hide keys where memory_mask is False"),
         lambda *case: _cross(*case, padding=False),
     ),
     (
-        "the padding convention inverted: memory_mask is True for real tokens, hide where it "
-        "is False (masked_fill(~memory_mask, -inf))",
+        N_(
+            "the padding convention inverted: memory_mask is True for real tokens, hide where it "
+            "is False (masked_fill(~memory_mask, -inf))"
+        ),
         lambda *case: _cross(*case, padding="inverted"),
     ),
     (
-        "the padding convention inverted (rows with no real key then turned from NaN to 0): "
-        "memory_mask is True for real tokens, hide where it is False",
+        N_(
+            "the padding convention inverted (rows with no real key then turned from NaN to 0): "
+            "memory_mask is True for real tokens, hide where it is False"
+        ),
         lambda *case: tuple(t.nan_to_num(0.0) for t in _cross(*case, padding="inverted")),
     ),
     (
-        "hidden scores set to 0; set them to -inf, so their weight is exactly 0",
+        N_("hidden scores set to 0; set them to -inf, so their weight is exactly 0"),
         lambda *case: _cross(*case, fill=0.0),
     ),
     (
-        "the mask applied after the softmax: the weights of a row no longer sum to 1; fill "
-        "the scores with -inf before the softmax",
+        N_(
+            "the mask applied after the softmax: the weights of a row no longer sum to 1; fill "
+            "the scores with -inf before the softmax"
+        ),
         lambda *case: _cross(*case, after=True),
     ),
     (
-        "a softmax over the queries (dim=-2); softmax runs over the keys, the last axis",
+        N_("a softmax over the queries (dim=-2); softmax runs over the keys, the last axis"),
         lambda *case: _cross(*case, softmax_dim=-2),
     ),
     (
-        "head-averaged weights of shape (B, T_tgt, T_src), nn.MultiheadAttention's default; "
-        "return every head's weights, (B, h, T_tgt, T_src)",
+        N_(
+            "head-averaged weights of shape (B, T_tgt, T_src), nn.MultiheadAttention's default; "
+            "return every head's weights, (B, h, T_tgt, T_src)"
+        ),
         lambda *case: (_cross(*case)[0], _cross(*case)[1].mean(dim=1)),
     ),
     (
-        "the heads not merged back: merge_heads(weights @ V) gives (B, T_tgt, C)",
+        N_("the heads not merged back: merge_heads(weights @ V) gives (B, T_tgt, C)"),
         lambda *case: _cross(*case, merge=False),
     ),
     (
-        "the heads reshaped to (B, T_tgt, C) without moving the head axis back: transpose(1, 2) "
-        "first (merge_heads does it)",
+        N_(
+            "the heads reshaped to (B, T_tgt, C) without moving the head axis back: transpose(1, "
+            "2) "
+            "first (merge_heads does it)"
+        ),
         lambda *case: _cross(*case, merge="no transpose"),
     ),
 ]
@@ -148,7 +162,7 @@ def check_cross_attention(cross_attention: Callable) -> bool:
         _cross,
         _cross_cases(),
         CROSS_ATTENTION_MISTAKES,
-        axes=("output", "weights"),
+        axes=(tr("output"), tr("weights")),
         trains=True,
     )
 
@@ -187,53 +201,70 @@ def _from_longest(src_lengths, t_src, t_tgt):
 
 
 ENCODER_DECODER_MASKS_MISTAKES = [
-    ("the convention inverted: True means 'may attend', False hides", _inverted),
+    (N_("the convention inverted: True means 'may attend', False hides"), _inverted),
     (
-        "a causal mask in the encoder: the encoder reads the whole source in both directions; "
-        "hide only the padding",
+        N_(
+            "a causal mask in the encoder: the encoder reads the whole source in both directions; "
+            "hide only the padding"
+        ),
         lambda *case: _masks(*case, encoder_causal=True),
     ),
     (
-        "a causal mask in cross-attention: the source is fully known, every target position "
-        "may read every real source token",
+        N_(
+            "a causal mask in cross-attention: the source is fully known, every target position "
+            "may read every real source token"
+        ),
         lambda *case: _masks(*case, cross_causal=True),
     ),
     (
-        "no causal mask in the decoder: a target position would see later target tokens; use "
-        "torch.ones(t_tgt, t_tgt, dtype=torch.bool).tril()",
+        N_(
+            "no causal mask in the decoder: a target position would see later target tokens; use "
+            "torch.ones(t_tgt, t_tgt, dtype=torch.bool).tril()"
+        ),
         lambda *case: _masks(*case, decoder_causal=False),
     ),
     (
-        "the source padding not hidden: mask keys j >= length in the encoder and in "
-        "cross-attention",
+        N_(
+            "the source padding not hidden: mask keys j >= length in the encoder and in "
+            "cross-attention"
+        ),
         lambda *case: _masks(*case, padding=False),
     ),
     (
-        "tril(-1), which hides the diagonal too: each target position must also see itself "
-        "(tril() with diagonal 0)",
+        N_(
+            "tril(-1), which hides the diagonal too: each target position must also see itself "
+            "(tril() with diagonal 0)"
+        ),
         lambda *case: _masks(*case, diagonal=-1),
     ),
     (
-        "triu instead of tril: a target position sees the future and not the past",
+        N_("triu instead of tril: a target position sees the future and not the past"),
         lambda *case: _masks(*case, triu=True),
     ),
     (
-        "the padding mask on the query rows (B, 1, T_src, 1); padding hides keys, the last "
-        "axis: real[:, None, None, :]",
+        N_(
+            "the padding mask on the query rows (B, 1, T_src, 1); padding hides keys, the last "
+            "axis: real[:, None, None, :]"
+        ),
         lambda *case: _masks(*case, rows=True),
     ),
     (
-        "the padded query rows hidden too: a padded source position then sees no key at all "
-        "(a row of -inf, NaN after the softmax); padding hides keys only: real[:, None, None, :]",
+        N_(
+            "the padded query rows hidden too: a padded source position then sees no key at all "
+            "(a row of -inf, NaN after the softmax); padding hides keys only: real[:, None, None, "
+            ":]"
+        ),
         lambda *case: _masks(*case, query_rows_too=True),
     ),
     (
-        "masks as wide as the longest source, max(src_lengths); the batch is padded to "
-        "t_src positions: build them from torch.arange(t_src)",
+        N_(
+            "masks as wide as the longest source, max(src_lengths); the batch is padded to "
+            "t_src positions: build them from torch.arange(t_src)"
+        ),
         _from_longest,
     ),
     (
-        "the masks in another order; return (encoder_self, decoder_self, cross)",
+        N_("the masks in another order; return (encoder_self, decoder_self, cross)"),
         lambda *case: (_masks(*case)[1], _masks(*case)[0], _masks(*case)[2]),
     ),
 ]

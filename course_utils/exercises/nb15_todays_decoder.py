@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from course_utils.exercises.judge import Case, judge
+from course_utils.lab.language import N_, tr
 
 # --- RMSNorm ------------------------------------------------------------------------------
 
@@ -45,37 +46,42 @@ def _mean_square(x, dim=-1):
 
 RMS_NORM_MISTAKES = [
     (
-        "LayerNorm: the mean was subtracted; RMSNorm divides x itself by its root mean square",
+        N_("LayerNorm: the mean was subtracted; RMSNorm divides x itself by its root mean square"),
         lambda x, w, eps: F.layer_norm(x, x.shape[-1:], eps=eps) * w,
     ),
     (
-        "x.var(): the variance is not the mean square, RMSNorm does not centre x",
+        N_("x.var(): the variance is not the mean square, RMSNorm does not centre x"),
         lambda x, w, eps: x * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * w,
     ),
     (
-        "eps outside the square root; it goes inside: x / sqrt(mean(x^2) + eps)",
+        N_("eps outside the square root; it goes inside: x / sqrt(mean(x^2) + eps)"),
         lambda x, w, eps: x / (_mean_square(x).sqrt() + eps) * w,
     ),
-    ("the gain weight is missing: multiply by weight", lambda x, w, eps: _rms_norm(x, 1.0, eps)),
-    ("the weight is added; it multiplies", lambda x, w, eps: _rms_norm(x, 1.0, eps) + w),
     (
-        "the mean square over the time axis (dim=-2); it runs over the channels, the last axis",
+        N_("the gain weight is missing: multiply by weight"),
+        lambda x, w, eps: _rms_norm(x, 1.0, eps),
+    ),
+    (N_("the weight is added; it multiplies"), lambda x, w, eps: _rms_norm(x, 1.0, eps) + w),
+    (
+        N_("the mean square over the time axis (dim=-2); it runs over the channels, the last axis"),
         lambda x, w, eps: x * torch.rsqrt(_mean_square(x, -2) + eps) * w,
     ),
     (
-        "one mean square over the whole tensor; take it per position, over the last axis",
+        N_("one mean square over the whole tensor; take it per position, over the last axis"),
         lambda x, w, eps: x * torch.rsqrt(x.pow(2).mean() + eps) * w,
     ),
     (
-        "a division by mean(x^2) + eps without the square root: RMS = sqrt(mean(x^2))",
+        N_("a division by mean(x^2) + eps without the square root: RMS = sqrt(mean(x^2))"),
         lambda x, w, eps: x / (_mean_square(x) + eps) * w,
     ),
     (
-        "a division by the L2 norm ||x||; the RMS is ||x|| / sqrt(C): use the mean, not the sum",
+        N_(
+            "a division by the L2 norm ||x||; the RMS is ||x|| / sqrt(C): use the mean, not the sum"
+        ),
         lambda x, w, eps: x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w,
     ),
     (
-        "the unbiased std (x.std()): RMSNorm neither centres x nor divides by C - 1",
+        N_("the unbiased std (x.std()): RMSNorm neither centres x nor divides by C - 1"),
         lambda x, w, eps: x / (x.std(-1, keepdim=True) + eps) * w,
     ),
 ]
@@ -92,7 +98,9 @@ def check_rms_norm(rms_norm: Callable) -> bool:
         _rms_norm,
         _rms_norm_cases(),
         RMS_NORM_MISTAKES,
-        errors=[(RuntimeError, "size of tensor", "keep the reduced axis: mean(-1, keepdim=True)")],
+        errors=[
+            (RuntimeError, "size of tensor", tr("keep the reduced axis: mean(-1, keepdim=True)"))
+        ],
         trains=True,
     )
 
@@ -113,31 +121,36 @@ def _group(k, n_heads):
 
 EXPAND_KV_HEADS_MISTAKES = [
     (
-        "k.repeat, which tiles the stack (k0 k1 k0 k1); each key head serves the consecutive "
-        "query heads of its group (k0 k0 k1 k1): use k.repeat_interleave(group, dim=1)",
+        N_(
+            "k.repeat, which tiles the stack (k0 k1 k0 k1); each key head serves the consecutive "
+            "query heads of its group (k0 k0 k1 k1): use k.repeat_interleave(group, dim=1)"
+        ),
         lambda k, h: k.repeat(1, _group(k, h), 1, 1),
     ),
     (
-        "n_kv_heads read from the notebook's global (2); take it from the input: k.shape[1]",
+        N_("n_kv_heads read from the notebook's global (2); take it from the input: k.shape[1]"),
         lambda k, h: k.repeat_interleave(h // _NOTEBOOK_N_KV_HEADS, dim=1),
     ),
     (
-        "a fixed group of 2; the group is n_heads // n_kv_heads, from the arguments",
+        N_("a fixed group of 2; the group is n_heads // n_kv_heads, from the arguments"),
         lambda k, h: k.repeat_interleave(2, dim=1),
     ),
     (
-        "each key head repeated n_heads times; repeat it by the group n_heads // n_kv_heads",
+        N_("each key head repeated n_heads times; repeat it by the group n_heads // n_kv_heads"),
         lambda k, h: k.repeat_interleave(h, dim=1),
     ),
     (
-        "the time axis (dim=2) repeated; the head axis is dim 1 of (B, n_kv_heads, T, d_k)",
+        N_("the time axis (dim=2) repeated; the head axis is dim 1 of (B, n_kv_heads, T, d_k)"),
         lambda k, h: k.repeat_interleave(_group(k, h), dim=2),
     ),
     (
-        "the expanded (B, n_kv_heads, group, T, d_k) view was not reshaped to (B, n_heads, T, d_k)",
+        N_(
+            "the expanded (B, n_kv_heads, group, T, d_k) view was not reshaped to (B, n_heads, T, "
+            "d_k)"
+        ),
         lambda k, h: k[:, :, None].expand(-1, -1, _group(k, h), -1, -1),
     ),
-    ("k returned unchanged: the head axis must grow to n_heads", lambda k, h: k),
+    (N_("k returned unchanged: the head axis must grow to n_heads"), lambda k, h: k),
 ]
 
 

@@ -11,6 +11,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from course_utils.lab.language import tr
+
 __all__ = ["Prepared", "Runner", "changed_in_place"]
 
 _GRAD_DTYPES = (torch.float32, torch.float64)
@@ -40,10 +42,12 @@ class Runner:
 
     def input_name(self, args: tuple) -> str:
         named = self._named(args, {})
-        return next((n for n, v in named if isinstance(v, torch.Tensor)), "the input")
+        return next((n for n, v in named if isinstance(v, torch.Tensor)), tr("the input"))
 
     def _named(self, args: tuple, kwargs: dict) -> list[tuple[str, object]]:
-        names = self.names + [f"argument {i}" for i in range(len(self.names), len(args))]
+        names = self.names + [
+            tr("argument {index}").format(index=i) for i in range(len(self.names), len(args))
+        ]
         return list(zip(names, args)) + list(kwargs.items())
 
     def prepare(self, function: Callable, args: tuple, kwargs: dict, *, device: str = "cpu",

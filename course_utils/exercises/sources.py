@@ -21,11 +21,14 @@ import sys
 import textwrap
 import types
 
+from course_utils.lab.language import tr
+
 __all__ = ["MissingHelper", "free_names", "source_of", "with_helpers"]
 
 
 class MissingHelper(Exception):
-    """A global name a part reads that cannot be saved with it (the message names it)."""
+    """A global name a part reads that cannot be saved with it (the message names it, in the
+    current language: it becomes the verdict on the part)."""
 
 
 def source_of(obj: object) -> str:
@@ -174,8 +177,10 @@ def _gather(obj, source: str, skip: set[str], blocks: list, names: list, part: s
             continue
         if name not in namespace:
             raise MissingHelper(
-                f"{part} uses `{name}`, which is not defined in your notebook: define it (in "
-                f"{part}, or in a helper function) and run the cell again"
+                tr(
+                    "{part} uses `{name}`, which is not defined in your notebook: define it (in "
+                    "{part}, or in a helper function) and run the cell again"
+                ).format(part=part, name=name)
             )
         value = namespace[name]
         names.append(name)
@@ -186,11 +191,12 @@ def _gather(obj, source: str, skip: set[str], blocks: list, names: list, part: s
             blocks.append(line)
             continue
         if not _learners(value):
-            kind = type(value).__name__
             raise MissingHelper(
-                f"{part} uses `{name}`, a {kind} from another cell of your notebook, which "
-                f"cannot be saved with it for my_model: compute it inside {part} (or in a "
-                "helper function)"
+                tr(
+                    "{part} uses `{name}`, a {kind} from another cell of your notebook, which "
+                    "cannot be saved with it for my_model: compute it inside {part} (or in a "
+                    "helper function)"
+                ).format(part=part, name=name, kind=type(value).__name__)
             )
         helper_source = source_of(value)
         _gather(value, helper_source, skip, blocks, names, part)

@@ -31,6 +31,8 @@ from collections.abc import Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
+from course_utils.lab.language import tr
+
 __all__ = ["Event", "Watch", "learner_line", "rewrite_in_place", "traceback_line"]
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
@@ -68,7 +70,9 @@ def _kind(filename: str) -> str:
 
 def _describe(filename: str, lineno: int) -> str:
     text = linecache.getline(filename, lineno).strip()
-    return f"line {lineno}: `{text}`" if text else f"line {lineno}"
+    if text:
+        return tr("line {lineno}: `{code}`").format(lineno=lineno, code=text)
+    return tr("line {lineno}").format(lineno=lineno)
 
 
 def learner_line(depth: int = 2, direct: bool = False) -> str | None:
@@ -144,10 +148,14 @@ def _without_comment(code: str) -> str:
 
 class Event:
     """One thing the learner's code did: ``what`` (``".detach()"``, ``"div_"`` ...), ``line``
-    (``line N: `code` `` or None) and, for an in-place operation, the ``storage`` it wrote."""
+    (``line N: `code` `` or None) and, for an in-place operation, the ``storage`` it wrote;
+    ``attribute``: a tensor made before the run, named in ``Watch(origins=...)``."""
 
-    def __init__(self, what: str, line: str | None, storage: int | None = None) -> None:
+    def __init__(
+        self, what: str, line: str | None, storage: int | None = None, attribute: bool = False
+    ) -> None:
         self.what, self.line, self.storage = what, line, storage
+        self.attribute = attribute
 
     def __str__(self) -> str:
         return f"{self.what} ({self.line})" if self.line else self.what
@@ -188,7 +196,7 @@ class Watch(TorchFunctionMode):
         self._origin: dict[int, Event] = {}
         self._keep: list[torch.Tensor] = []  # alive, so that an id names one tensor
         for name, tensor in (origins or {}).items():
-            self._mark(tensor, Event(name, None))
+            self._mark(tensor, Event(name, None, attribute=True))
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

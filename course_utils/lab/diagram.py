@@ -13,10 +13,12 @@ from collections.abc import Sequence  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from course_utils.lab.language import N_, translated  # noqa: E402
+
 
 def draw_decoder_diagram(
     stages: Sequence[tuple[str, str]],
-    title: str = "Decoder-only Transformer",
+    title: str = N_("Decoder-only Transformer"),
     repeat_label: str = "× n_layers",
 ):
     """A top-to-bottom flow chart: one box per stage, labelled with its tensor's shape.
@@ -62,7 +64,7 @@ def draw_decoder_diagram(
                 xytext=(x + 2.3, -i - 0.3),
                 arrowprops=dict(arrowstyle="->", color="0.3"),
             )
-    ax.set_title(title)
+    ax.set_title(translated(title))
     fig.tight_layout()
     return fig
 

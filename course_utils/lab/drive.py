@@ -4,7 +4,8 @@ In Colab every notebook runs on its own machine, so the parts saved in one noteb
 the next unless they live on the learner's Drive. :func:`parts_on_drive_in_colab` is what
 :func:`course_utils.exercises.keeping.parts_folder` calls the first time a Colab notebook needs
 the folder; :func:`keep_parts_on_drive` does it at once. This module imports nothing of the
-course's, so the keeping of parts can import it.
+course's but :mod:`course_utils.lab.language` (standard library only), so the keeping of parts can
+import it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+
+from course_utils.lab.language import tr  # standard library only
 
 FOLDER_ENV = "COURSE_MY_MODEL"  # names the parts folder (course_utils.exercises.keeping)
 DRIVE_FOLDER = "/content/drive/MyDrive/transformer_course/my_model"
@@ -42,7 +45,9 @@ def keep_parts_on_drive(folder: str | None = None, mount_point: str | None = Non
     """
     if not in_colab():
         here = Path(os.environ.get(FOLDER_ENV) or "my_model")
-        print(f"Not in Colab: your parts are kept in {here} on this machine.")
+        print(
+            tr("Not in Colab: your parts are kept in {folder} on this machine.").format(folder=here)
+        )
         return None
     from google.colab import drive
 
@@ -52,7 +57,7 @@ def keep_parts_on_drive(folder: str | None = None, mount_point: str | None = Non
     path = Path(folder or DRIVE_FOLDER)
     path.mkdir(parents=True, exist_ok=True)
     os.environ[FOLDER_ENV] = str(path)
-    print(f"Your parts are kept on your Google Drive: {path}")
+    print(tr("Your parts are kept on your Google Drive: {folder}").format(folder=path))
     return path
 
 
@@ -73,8 +78,10 @@ def parts_on_drive_in_colab() -> str | None:
         local = str(Path("my_model").resolve())
         os.environ[FOLDER_ENV] = local
         print(
-            f"Your parts are kept on this Colab machine only, in {local}: the Google Drive was "
-            f"not mounted ({error}). They are lost when the runtime stops; run "
-            "keep_parts_on_drive() to try the Drive again."
+            tr(
+                "Your parts are kept on this Colab machine only, in {folder}: the Google Drive "
+                "was not mounted ({error}). They are lost when the runtime stops; run "
+                "keep_parts_on_drive() to try the Drive again."
+            ).format(folder=local, error=error)
         )
         return local

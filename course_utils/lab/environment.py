@@ -16,6 +16,8 @@ import re
 import sys
 from pathlib import Path
 
+from course_utils.lab.language import tr  # standard library only
+
 # What notebook 00 reports, besides Python.
 REPORTED = ("torch", "numpy", "matplotlib", "tiktoken", "jieba")
 # Written by `make setup TORCH=system` (scripts/system_constraints.py) into .venv: the packages
@@ -129,15 +131,22 @@ def version_warning(name: str, installed: str | None, tested: str | None) -> str
     if tested is None:
         return None
     if installed is None:
-        return f"{name} is not installed (tested with {tested}); run `make setup`"
+        return tr("{name} is not installed (tested with {tested}); run `make setup`").format(
+            name=name, tested=tested
+        )
     if name == "python":  # any of the tested minor versions, e.g. "3.11, 3.12"
         wanted = [release(version) for version in tested.split(",")]
         if any(release(installed)[: len(want)] == want for want in wanted):
             return None
-        which = "a tested version" if len(wanted) > 1 else "the tested version"
-        return f"{name} {installed} is not {which} {tested} (constraints.txt)"
+        if len(wanted) > 1:
+            message = tr("{name} {installed} is not a tested version {tested} (constraints.txt)")
+        else:
+            message = tr("{name} {installed} is not the tested version {tested} (constraints.txt)")
+        return message.format(name=name, installed=installed, tested=tested)
     if release(installed) != release(tested):
-        return f"{name} {installed} is not the tested version {tested} (constraints.txt)"
+        return tr("{name} {installed} is not the tested version {tested} (constraints.txt)").format(
+            name=name, installed=installed, tested=tested
+        )
     return None
 
 
@@ -215,17 +224,22 @@ def environment_report(
         pin = tested.get(normalize_name(name))
         warning = version_warning(name, version, pin)
         warned |= warning is not None
-        note = f"  ⚠ tested: {pin}" if warning else ""
-        lines.append(f"{name:<11} {version or 'not installed'}{note}")
+        note = tr("  ⚠ tested: {pin}").format(pin=pin) if warning else ""
+        lines.append(f"{name:<11} {version or tr('not installed')}{note}")
     if warned and kept_from_system():
         lines.append(
-            "⚠ Versions marked above differ from the tested ones in constraints.txt: "
-            "`make setup TORCH=system` kept the system's packages. The course may still work; "
-            "if a cell fails, `make setup` without TORCH=system installs the tested versions."
+            tr(
+                "⚠ Versions marked above differ from the tested ones in constraints.txt: "
+                "`make setup TORCH=system` kept the system's packages. The course may still "
+                "work; if a cell fails, `make setup` without TORCH=system installs the tested "
+                "versions."
+            )
         )
     elif warned:
         lines.append(
-            "⚠ Versions marked above differ from the tested ones in constraints.txt. The course "
-            "may still work; if a cell fails, `make setup` installs the tested versions."
+            tr(
+                "⚠ Versions marked above differ from the tested ones in constraints.txt. The "
+                "course may still work; if a cell fails, `make setup` installs the tested versions."
+            )
         )
     return "\n".join(lines)

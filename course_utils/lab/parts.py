@@ -48,6 +48,7 @@ from course_utils.lab.drive import (  # noqa: F401 (notebook 00 and the README n
     keep_parts_on_drive,
     parts_on_drive_in_colab,
 )
+from course_utils.lab.language import tr
 
 HEADER = '''"""My decoder-only Transformer: the parts of notebooks 03-11 in one file, each marked as
 mine or as the course's solution (for a part I skipped)."""
@@ -66,7 +67,11 @@ def _choose_sources(verbose: bool) -> dict[str, str]:
     for name, notebook in PARTS.items():
         sources[name] = _saved(name) or solution_source(name)
         if verbose:
-            print(f"{name:<19} notebook {notebook}: {_whose(name)}")
+            print(
+                tr("{name:<19} notebook {notebook}: {whose}").format(
+                    name=name, notebook=notebook, whose=_whose(name)
+                )
+            )
     return sources
 
 
@@ -75,11 +80,11 @@ def _whose(name: str) -> str:
     failing = _failed_path(name).is_file()
     if _mine(name):
         if failing:
-            return "your last version that passed (the one in your notebook fails its check)"
-        return "yours"
+            return tr("your last version that passed (the one in your notebook fails its check)")
+        return tr("yours")
     if failing:
-        return "the course's solution (yours does not pass its check yet)"
-    return "the course's solution"
+        return tr("the course's solution (yours does not pass its check yet)")
+    return tr("the course's solution")
 
 
 def assemble(sources: dict[str, str]) -> str:
@@ -152,13 +157,21 @@ def my_parts(*names: str) -> object:
     with tempfile.TemporaryDirectory() as scratch:
         module = _try_load(_assemble(sources, wanted), Path(scratch) / "my_parts.py")
         if isinstance(module, str):
-            print(f"your parts {module}; using the course's solutions instead")
+            print(
+                tr("your parts {problem}; using the course's solutions instead").format(
+                    problem=module
+                )
+            )
             module = _load(
                 _assemble({n: solution_source(n) for n in wanted}, wanted),
                 Path(scratch) / "my_parts.py",
             )
     for name in names:
-        print(f"{name} (notebook {PARTS[name]}): {_whose(name)}")
+        print(
+            tr("{name} (notebook {notebook}): {whose}").format(
+                name=name, notebook=PARTS[name], whose=_whose(name)
+            )
+        )
     found = tuple(getattr(module, n) for n in names)
     return found[0] if len(found) == 1 else found
 
@@ -176,4 +189,4 @@ def _try_load(text: str, path: Path, module_name: str = "my_model") -> types.Mod
     try:
         return _load(text, path, module_name)
     except Exception as error:  # the learner's code may fail in any way
-        return f"fails to load ({type(error).__name__}: {error})"
+        return tr("fails to load ({kind}: {error})").format(kind=type(error).__name__, error=error)

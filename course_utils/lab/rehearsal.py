@@ -32,6 +32,8 @@ import os
 
 import torch
 
+from course_utils.lab.language import N_, tr, translated
+
 #: The environment variable that switches the rehearsal on.
 REHEARSAL_ENV = "COURSE_REHEARSE"
 #: Its accepted values (besides unset or empty: no rehearsal).
@@ -40,7 +42,7 @@ REHEARSAL_MODES = ("cuda-bf16", "cuda-fp16")
 #: a T4 (float16 tensor cores only, the GPU of free Colab).
 REHEARSAL_CAPABILITIES = {"cuda-bf16": (9, 0), "cuda-fp16": (7, 5)}
 #: The GPU each mode stands in for, for messages.
-REHEARSAL_GPUS = {"cuda-bf16": "H100-like GPU", "cuda-fp16": "T4-like GPU"}
+REHEARSAL_GPUS = {"cuda-bf16": N_("H100-like GPU"), "cuda-fp16": N_("T4-like GPU")}
 #: ``get_config`` overrides that shrink a rehearsed run to seconds on a CPU. Dropout and the
 #: precision policy (``autocast_dtype``) are the preset's own, untouched; ``d_k = 48 / 6 = 8``
 #: keeps RoPE's channel pairs; ``warmup_iters`` follows ``max_iters`` (2 steps).
@@ -145,7 +147,13 @@ def describe_rehearsal() -> str:
     if mode is None:
         return ""
     major, minor = REHEARSAL_CAPABILITIES[mode]
-    return (
-        f"rehearsal {REHEARSAL_ENV}={mode}: the CPU acts as a {REHEARSAL_GPUS[mode]} "
-        f"(CUDA compute capability {major}.{minor}), run shrunk to seconds"
+    return tr(
+        "rehearsal {variable}={mode}: the CPU acts as a {gpu} "
+        "(CUDA compute capability {major}.{minor}), run shrunk to seconds"
+    ).format(
+        variable=REHEARSAL_ENV,
+        mode=mode,
+        gpu=translated(REHEARSAL_GPUS[mode]),
+        major=major,
+        minor=minor,
     )

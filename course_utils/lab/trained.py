@@ -27,6 +27,7 @@ from torch import nn
 from course_utils.checks import check_instance, check_int
 from course_utils.config import get_config
 from course_utils.exercises.keeping import parts_folder
+from course_utils.lab.language import N_, tr, translated
 from course_utils.tokenization import CharTokenizer
 
 __all__ = ["ARGUMENTS", "FILE_NAME", "Trained", "keep_trained", "load_trained", "trained_path"]
@@ -34,7 +35,7 @@ __all__ = ["ARGUMENTS", "FILE_NAME", "Trained", "keep_trained", "load_trained", 
 FILE_NAME = "trained_decoder.pt"
 #: The learner's ``Decoder(...)`` arguments, in the order of the exercise of notebook 11.
 ARGUMENTS = ("vocab_size", "block_size", "d_model", "n_heads", "n_layers", "d_ff")
-UNTRAINED_LINE = (
+UNTRAINED_LINE = N_(
     "run notebook 12 first to use your trained decoder; an untrained one shows the cache just "
     "as well: its text is noise"
 )
@@ -110,7 +111,9 @@ def keep_trained(
     partial = path.with_name(path.name + ".partial")
     torch.save(payload, partial)
     os.replace(partial, path)  # a run stopped while saving leaves the earlier file whole
-    print(f"Your trained decoder is kept in {path}: notebook 13 goes on with it.")
+    print(
+        tr("Your trained decoder is kept in {path}: notebook 13 goes on with it.").format(path=path)
+    )
     return path
 
 
@@ -146,7 +149,7 @@ def load_trained(
         )
     kept = _rebuild(module)
     if kept is None and untrained_seed is not None:
-        print(UNTRAINED_LINE)
+        print(translated(UNTRAINED_LINE))
         return _untrained(module, untrained_seed)
     return kept
 
@@ -164,11 +167,15 @@ def _rebuild(module: types.ModuleType) -> Trained | None:
         model.load_state_dict(payload["state_dict"])
     except Exception as error:  # an old, partial or foreign file, or parts changed since
         print(
-            f"The decoder kept in {path} cannot be used ({type(error).__name__}: {error}); "
-            "run notebook 12 again to keep a new one."
+            tr(
+                "The decoder kept in {path} cannot be used ({kind}: {error}); "
+                "run notebook 12 again to keep a new one."
+            ).format(path=path, kind=type(error).__name__, error=error)
         )
         return None
-    print(f"Your trained decoder, from {path}: {_sizes(arguments)}.")
+    print(
+        tr("Your trained decoder, from {path}: {sizes}.").format(path=path, sizes=_sizes(arguments))
+    )
     return Trained(model.eval(), tokenizer, arguments, module, True)
 
 

@@ -23,6 +23,7 @@ import torch  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 
 from course_utils.checks import check_bool  # noqa: E402
+from course_utils.lab.language import N_, tr, translated  # noqa: E402
 
 CJK_FONT_HINT = "pip install pylopdf-fonts-zh-cn"
 # System fonts with CJK glyphs, tried when the pip package is missing (macOS, Windows, Debian).
@@ -185,14 +186,23 @@ def _mark_nan(ax: plt.Axes, weights: torch.Tensor, title: str) -> str:
                 (-0.5, row - 0.5), width, 1, fill=False, hatch="///", edgecolor=_NAN_COLOR
             )
         )
-        ax.text((width - 1) / 2, row, "NaN: all keys masked", ha="center", va="center",
+        ax.text((width - 1) / 2, row, tr("NaN: all keys masked"), ha="center", va="center",
                 fontsize=9, color=_NAN_COLOR, backgroundcolor="white")  # fmt: skip
     for row, column in (nan & ~full[:, None]).nonzero().tolist():
         ax.text(column, row, "×", ha="center", va="center", fontsize=11, color=_NAN_COLOR)
     rows = int(full.sum())
     cells = int((nan & ~full[:, None]).sum())
-    parts = [f"{rows} NaN row{'s' * (rows != 1)} (fully masked: softmax 0/0)"] if rows else []
-    parts += [f"{cells} NaN cell{'s' * (cells != 1)} (×)"] if cells else []
+    parts = []
+    if rows:
+        if rows == 1:
+            parts.append(tr("{rows} NaN row (fully masked: softmax 0/0)").format(rows=rows))
+        else:
+            parts.append(tr("{rows} NaN rows (fully masked: softmax 0/0)").format(rows=rows))
+    if cells:
+        if cells == 1:
+            parts.append(tr("{cells} NaN cell (×)").format(cells=cells))
+        else:
+            parts.append(tr("{cells} NaN cells (×)").format(cells=cells))
     return f"{title}\n" + ", ".join(parts)
 
 
@@ -200,7 +210,7 @@ def plot_attention(
     weights: torch.Tensor,
     query_tokens: Sequence[str],
     key_tokens: Sequence[str] | None = None,
-    title: str = "Attention weights",
+    title: str = N_("Attention weights"),
     ax: plt.Axes | None = None,
     colorbar: bool = True,
 ) -> plt.Axes:
@@ -243,14 +253,14 @@ def plot_attention(
     _check_unit_range(weights)
     ax = ax or plt.subplots(figsize=(4.5, 4))[1]
     image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
-    title = _mark_nan(ax, weights, title)
+    title = _mark_nan(ax, weights, translated(title))
     _set_key_labels(ax, visible_labels(key_tokens))
     ax.set_yticks(range(len(query_tokens)), visible_labels(query_tokens))
-    ax.set_xlabel("key position (attended to)")
-    ax.set_ylabel("query position (attending)")
+    ax.set_xlabel(tr("key position (attended to)"))
+    ax.set_ylabel(tr("query position (attending)"))
     ax.set_title(title)
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="weight")
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=tr("weight"))
     return ax
 
 
@@ -285,7 +295,7 @@ def _head_grid(heads: int, length: int) -> tuple[int, int, float]:
 def plot_attention_heads(
     weights: torch.Tensor,
     tokens: Sequence[str],
-    title: str = "Attention per head",
+    title: str = N_("Attention per head"),
     head_titles: Sequence[str] | None = None,
 ) -> plt.Figure:
     """One heatmap per head with a shared colour scale. ``weights``: ``(h, T, T)``.
@@ -312,7 +322,7 @@ def plot_attention_heads(
     if heads == 0:
         raise ValueError(f"weights has no head, shape {tuple(weights.shape)}; pass (h, T, T)")
     if head_titles is None:
-        head_titles = [f"head {head}" for head in range(heads)]
+        head_titles = [tr("head {head}").format(head=head) for head in range(heads)]
     if isinstance(head_titles, str) or not isinstance(head_titles, Sequence):
         raise TypeError(
             f"head_titles must be a list of str, one per head, got {type(head_titles).__name__}"
@@ -338,7 +348,7 @@ def plot_attention_heads(
             ax.set_ylabel("")
         if head < heads - columns:
             ax.set_xlabel("")
-    fig.suptitle(title)
+    fig.suptitle(translated(title))
     # One shared scale: every panel uses the same 0..1 colour range.
-    fig.colorbar(axes.flat[0].images[0], ax=axes, shrink=0.6, label="weight")
+    fig.colorbar(axes.flat[0].images[0], ax=axes, shrink=0.6, label=tr("weight"))
     return fig

@@ -8,6 +8,7 @@ import torch
 
 from course_utils.checks import as_device, check_int
 from course_utils.data import _gather_windows, as_token_stream
+from course_utils.lab.language import tr
 
 
 class DeviceBatches:
@@ -108,9 +109,11 @@ class DeviceBatches:
             self.generator.set_state(state)
         except (RuntimeError, TypeError, ValueError):
             warnings.warn(
-                f"the checkpoint's batch-sampler state does not fit a {self.generator.device} "
-                f"generator (written on another device?); batches continue from seed "
-                f"{fallback_seed} instead, so the resumed run is not step-for-step exact",
+                tr(
+                    "the checkpoint's batch-sampler state does not fit a {device} generator "
+                    "(written on another device?); batches continue from seed {seed} instead, "
+                    "so the resumed run is not step-for-step exact"
+                ).format(device=self.generator.device, seed=fallback_seed),
                 stacklevel=3,
             )
             self.generator.manual_seed(fallback_seed)

@@ -13,6 +13,7 @@ import torch.distributed as dist
 from course_utils.checks import check_bool, check_float, check_instance
 from course_utils.config import TrainConfig
 from course_utils.embedding import trusted_token_ids
+from course_utils.lab.language import tr
 from course_utils.layers import LayerNorm
 from course_utils.model import TinyDecoder
 from course_utils.modern_model import ModernDecoder
@@ -308,8 +309,10 @@ def _restore(
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])  # dropout on the GPU
         if world_size > 1:
             warnings.warn(
-                f"the checkpoint has no RNG state for each of {world_size} ranks; dropout "
-                "streams restart from new seeds, so the resumed run is not exact",
+                tr(
+                    "the checkpoint has no RNG state for each of {ranks} ranks; dropout "
+                    "streams restart from new seeds, so the resumed run is not exact"
+                ).format(ranks=world_size),
                 stacklevel=3,
             )
             torch.manual_seed(config.seed + 1000 * start + rank)

@@ -21,6 +21,7 @@ import torch
 
 from course_utils.checks import as_device, check_choice, check_instance, check_int
 from course_utils.config import TrainConfig
+from course_utils.lab.language import N_, tr, translated
 from course_utils.lab.rehearsal import acting_capability, acting_device_type, rehearsal_mode
 
 PRECISIONS = ("bf16", "fp16", "fp32")
@@ -158,21 +159,33 @@ def describe_precision(precision: str, device: torch.device | str) -> str:
     """
     check_choice(precision, "precision", PRECISIONS)
     device = as_device(device)
-    why = {
-        "bf16": "bfloat16 autocast (float32 weights; no loss scaling needed)",
-        "fp16": "float16 autocast with a GradScaler (float32 weights; loss scaled so small "
-        "gradients do not underflow)",
-        "fp32": "float32, no autocast",
-    }[precision]
+    why = translated(_WHY[precision])
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
-        where = f"{torch.cuda.get_device_name(device)} (compute capability {major}.{minor})"
+        where = tr("{gpu} (compute capability {major}.{minor})").format(
+            gpu=torch.cuda.get_device_name(device), major=major, minor=minor
+        )
     elif acting_device_type(device) == "cuda":
         major, minor = acting_capability(device)
-        where = f"cpu, rehearsing CUDA compute capability {major}.{minor} ({rehearsal_mode()})"
+        where = tr("cpu, rehearsing CUDA compute capability {major}.{minor} ({mode})").format(
+            major=major, minor=minor, mode=rehearsal_mode()
+        )
     else:
         where = device.type
-    return f"precision {precision} on {where}: {why}"
+    return tr("precision {precision} on {where}: {why}").format(
+        precision=precision, where=where, why=why
+    )
+
+
+#: Why each precision, for :func:`describe_precision` (translated where it is shown).
+_WHY = {
+    "bf16": N_("bfloat16 autocast (float32 weights; no loss scaling needed)"),
+    "fp16": N_(
+        "float16 autocast with a GradScaler (float32 weights; loss scaled so small "
+        "gradients do not underflow)"
+    ),
+    "fp32": N_("float32, no autocast"),
+}
 
 
 def autocast_context(device: torch.device, config: TrainConfig, precision: str | None = None):

@@ -25,6 +25,8 @@ from collections.abc import Iterable, Iterator
 
 from tqdm import tqdm
 
+from course_utils.lab.language import N_, translated
+
 MIN_INTERVAL_S = 0.5  # the fastest refresh in a notebook
 GROWTH = 0.02  # later, one refresh per 2 % of the time elapsed so far
 
@@ -62,7 +64,7 @@ class NotebookProgress:
     def __init__(
         self,
         steps: Iterable,
-        description: str = "training",
+        description: str = N_("training"),
         unit: str = "step",
         min_interval: float = MIN_INTERVAL_S,
         growth: float = GROWTH,
@@ -93,7 +95,7 @@ class NotebookProgress:
             self.n,
             self.total,
             self.clock() - self.started,
-            prefix=self.description,
+            prefix=translated(self.description),
             unit=self.unit,
             postfix=self.postfix or None,
         )
@@ -127,7 +129,7 @@ class NotebookProgress:
             self.closed = True
 
 
-def progress_bar(steps: Iterable[int], enabled: bool = True, description: str = "training"):
+def progress_bar(steps: Iterable[int], enabled: bool = True, description: str = N_("training")):
     """A progress bar over ``steps``: tqdm's text bar in a terminal; in a Jupyter kernel a
     :class:`NotebookProgress` line (throttled; see the module docstring for why).
 
@@ -137,4 +139,4 @@ def progress_bar(steps: Iterable[int], enabled: bool = True, description: str = 
     """
     if enabled and in_jupyter_kernel():
         return NotebookProgress(steps, description)
-    return tqdm(steps, desc=description, unit="step", disable=not enabled)
+    return tqdm(steps, desc=translated(description), unit="step", disable=not enabled)
