@@ -283,16 +283,22 @@ def test_the_seed_scripts_check_their_arguments_first(script, extra, tmp_path, c
 def test_the_scale_experiment_finds_no_slowdown_at_the_ladders_budget():
     """scripts/scale_experiment.py: one head at d_k = 512 (LayerNorm before it, AdamW, the
     ladder's budget) trained with and without 1/sqrt(d_k), three seeds. The record's finding:
-    the two means differ by less than the seeds' spread (Adam rescales the small gradients of
-    a saturated softmax), so notebook 05 shows no training experiment for the scale (issue 41
-    asks for one where it matters: not found at this budget). A new record that finds the
-    slowdown fails here, on purpose: then the notebook should show it."""
+    the two means differ by less than the seeds' spread, and notebook 05 (Going deeper) says
+    so with the record's numbers. A new record that finds the slowdown fails here, on purpose:
+    then the notebook should show it."""
     record = json.loads((ladder.LADDER_DIR / "scale.json").read_text(encoding="utf-8"))
     scaled, unscaled = record["scaled"], record["unscaled"]
     assert record["d_k"] >= 256 and len(scaled) == len(unscaled) == len(record["seeds"]) >= 3
     spread = max(max(scaled) - min(scaled), max(unscaled) - min(unscaled))
     gap = sum(unscaled) / len(unscaled) - sum(scaled) / len(scaled)
     assert abs(gap) < spread, f"unscaled {gap:+.3f} from scaled, seed spread {spread:.3f}"
+    notebook = ladder.LADDER_DIR.parents[1] / "notebooks" / "05_scores_and_scaling.ipynb"
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    text = " ".join(" ".join("".join(c["source"]) for c in cells).split())
+    (mean_s, spread_s), (mean_u, spread_u) = map(_mean_and_spread, (scaled, unscaled))
+    assert f"d_k = {record['d_k']}" in text and "training does not notice" in text
+    assert f"With the scale the validation loss ends at {mean_s:.3f}" in text
+    assert f"without it at {mean_u:.3f}" in text and f"({spread_s:.3f} and {spread_u:.3f})" in text
 
 
 @pytest.mark.tooling
