@@ -28,6 +28,7 @@ from dataclasses import asdict
 import torch
 
 from course_utils.config import ModelConfig, TrainConfig, get_config
+from course_utils.lab.language import N_
 from course_utils.lab.rehearsal import acting_device_type, rehearsal_mode, rehearsal_overrides
 from course_utils.measure.benchmark_variant import measure_variant, reset_peak_rss
 from course_utils.measure.record_conditions import cpu_model
@@ -105,10 +106,11 @@ def _benchmark_data() -> tuple[torch.Tensor, int, str]:
         text = load_shakespeare()
     except FileNotFoundError:
         generator = torch.Generator().manual_seed(0)
-        return torch.randint(84, (1_000_000,), generator=generator), 84, "random ids, V=84"
+        ids = torch.randint(84, (1_000_000,), generator=generator)
+        return ids, 84, N_("random ids, V=84")
     tokenizer = CharTokenizer.from_text(text)
     data = tokenizer.encode_tensor(text)
-    return data, tokenizer.vocab_size, "Shakespeare, characters"
+    return data, tokenizer.vocab_size, N_("Shakespeare, characters")
 
 
 def benchmark_training(
@@ -264,21 +266,24 @@ class _Machine:
 
 
 def _describe_machine(device: torch.device) -> _Machine:
-    """Name, peak and memory kind of ``device``; on CUDA also switches TF32 on."""
+    """Name, peak and memory kind of ``device``; on CUDA also switches TF32 on. The texts are
+    English in the result (its JSON file); :func:`benchmark_table` shows them translated."""
     if device.type == "cuda":
         enable_tf32()
         name = torch.cuda.get_device_name(device)
-        memory_kind = "torch.cuda.max_memory_allocated (reset before each variant)"
+        memory_kind = N_("torch.cuda.max_memory_allocated (reset before each variant)")
         return _Machine(name, *peak_bf16_flops(name), memory_kind)
     name = cpu_model() if device.type == "cpu" else device.type
     if reset_peak_rss():
-        memory_kind = (
+        memory_kind = N_(
             "peak RSS of the process, resource.getrusage (reset before each variant; "
             "includes PyTorch itself; +N = growth during the variant)"
         )
     else:
-        memory_kind = "peak RSS of the process so far, resource.getrusage (cannot be reset here)"
-    return _Machine(name, None, "n/a (not a GPU)", memory_kind)
+        memory_kind = N_(
+            "peak RSS of the process so far, resource.getrusage (cannot be reset here)"
+        )
+    return _Machine(name, None, N_("n/a (not a GPU)"), memory_kind)
 
 
 def _measure_rounds(

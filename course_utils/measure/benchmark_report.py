@@ -2,6 +2,22 @@
 
 from __future__ import annotations
 
+import unicodedata
+
+from course_utils.lab.language import tr, translated
+
+
+def _width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: a wide (e.g. Chinese) character takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _cell(text: str, width: int, right: bool = False) -> str:
+    """``text`` padded to ``width`` columns (as ``f"{text:<width}"``, wide characters
+    counted as two), on the right of the cell when ``right``."""
+    pad = " " * max(0, width - _width(text))
+    return pad + text if right else text + pad
+
 
 def _mebibytes(value: int | None) -> str:
     return "n/a" if value is None else f"{value / 2**20:,.0f} MiB"
@@ -13,13 +29,18 @@ def benchmark_table(results: dict) -> str:
     One row per variant: training tokens/s, ms per step, speed relative to the first row,
     peak memory, MFU (on a GPU whose peak is known) and the last loss; the lines around
     it say what was measured and how. A variant that failed says so instead of numbers.
+    Its words are in the language ``course_utils`` speaks (:mod:`course_utils.lab.language`;
+    a wide character counts as two columns in the header), the names of paths, dtypes and
+    modes as they are.
     """
     gpu = results["device"].startswith("cuda")
     header = (
-        f"{'path':<9} {'dtype':<9} {'mode':<8} {'tokens/s':>10} {'ms/step':>8} "
-        f"{'vs row 1':>8}  {'peak memory':>20}  {'MFU':>7}  {'last loss':>9}"
+        f"{_cell(tr('path'), 9)} {_cell(tr('dtype'), 9)} {_cell(tr('mode'), 8)} "
+        f"{_cell(tr('tokens/s'), 10, True)} {_cell(tr('ms/step'), 8, True)} "
+        f"{_cell(tr('vs row 1'), 8, True)}  {_cell(tr('peak memory'), 20, True)}  "
+        f"{_cell('MFU', 7, True)}  {_cell(tr('last loss'), 9, True)}"
     )
-    lines = [*_setup_lines(results), "", header, "-" * len(header)]
+    lines = [*_setup_lines(results), "", header, "-" * _width(header)]
     # Speeds are relative to the first row that was measured.
     first = next((r["tokens_per_second"] for r in results["rows"] if r["tokens_per_second"]), None)
     lines += [_row_line(row, first, gpu) for row in results["rows"]]
@@ -33,22 +54,42 @@ def _setup_lines(results: dict) -> list[str]:
     config = results["model_config"]
     rounds = ""
     if results["repeats"] > 1:
-        rounds = f" x {results['repeats']} rounds (variants take turns; median shown)"
-    if results.get("repeats_requested", results["repeats"]) > results["repeats"]:
-        rounds += (
-            f" (time budget spent after {results['repeats']} of "
-            f"{results['repeats_requested']} rounds)"
+        rounds = tr(" x {repeats} rounds (variants take turns; median shown)").format(
+            repeats=results["repeats"]
         )
+    if results.get("repeats_requested", results["repeats"]) > results["repeats"]:
+        rounds += tr(" (time budget spent after {repeats} of {requested} rounds)").format(
+            repeats=results["repeats"], requested=results["repeats_requested"]
+        )
+    if results["threads"] == 1:
+        device = tr("device {device}: {name}; {threads} CPU thread; torch {torch}; {date}")
+    else:
+        device = tr("device {device}: {name}; {threads} CPU threads; torch {torch}; {date}")
     return [
-        f"Training step benchmark: preset {results['config']!r} "
-        f"({config['n_layers']} layers, d_model {config['d_model']}, {config['n_heads']} heads, "
-        f"B={results['batch_size']}, T={config['block_size']}: "
-        f"{results['tokens_per_step']:,} tokens/step; data: {results['data']})",
-        f"device {results['device']}: {results['device_name']}; {results['threads']} CPU "
-        f"thread{'s' if results['threads'] != 1 else ''}; torch {results['torch']}; "
-        f"{results['date']}",
-        f"each row: {results['warmup_steps']} warm-up steps excluded, then "
-        f"{results['timed_steps']} timed steps" + rounds,
+        tr(
+            "Training step benchmark: preset {preset!r} ({layers} layers, d_model {d_model}, "
+            "{heads} heads, B={batch}, T={block}: {tokens:,} tokens/step; data: {data})"
+        ).format(
+            preset=results["config"],
+            layers=config["n_layers"],
+            d_model=config["d_model"],
+            heads=config["n_heads"],
+            batch=results["batch_size"],
+            block=config["block_size"],
+            tokens=results["tokens_per_step"],
+            data=translated(results["data"]),
+        ),
+        device.format(
+            device=results["device"],
+            name=results["device_name"],
+            threads=results["threads"],
+            torch=results["torch"],
+            date=results["date"],
+        ),
+        tr("each row: {warmup} warm-up steps excluded, then {timed} timed steps").format(
+            warmup=results["warmup_steps"], timed=results["timed_steps"]
+        )
+        + rounds,
     ]
 
 
@@ -56,17 +97,19 @@ def _row_line(row: dict, first: float | None, gpu: bool) -> str:
     """One variant's line of the table (``first``: the tokens/s that is 1.00x)."""
     label = f"{row['path']:<9} {shown_dtype(row):<9} {'compile' if row['compiled'] else 'eager':<8}"
     if not row["tokens_per_second"]:
-        return f"{label} failed: {row.get('error') or 'not measured'}"
+        return tr("{label} failed: {error}").format(
+            label=label, error=row.get("error") or tr("not measured")
+        )
     memory = _mebibytes(row["peak_memory_bytes"])
     if row.get("memory_growth_bytes") is not None:
         memory += f" (+{max(0, row['memory_growth_bytes']) / 2**20:,.0f})"
     if row["mfu"] is not None:
         mfu = f"{100 * row['mfu']:.1f} %"
     else:
-        mfu = "unknown" if gpu else "n/a"
+        mfu = tr("unknown") if gpu else "n/a"
     return (
         f"{label} {row['tokens_per_second']:>10,.0f} {row['ms_per_step']:>8.1f} "
-        f"{row['tokens_per_second'] / first:>7.2f}x  {memory:>20}  {mfu:>7}  "
+        f"{row['tokens_per_second'] / first:>7.2f}x  {memory:>20}  {_cell(mfu, 7, True)}  "
         f"{row['final_loss']:>9.4f}"
     )
 
@@ -75,15 +118,19 @@ def _legend_lines(results: dict, gpu: bool) -> list[str]:
     """What the paths are, what the last loss and the memory column mean, how MFU is
     computed."""
     return [
-        "teaching = explicit attention with weights kept + LayerNorm formula; "
-        "fast = one fused Q/K/V product + F.scaled_dot_product_attention(is_causal) + fused "
-        "layer_norm; peer = the same shape from nn.TransformerEncoderLayer(norm_first=True, "
-        "batch_first=True) with a causal mask, the same embedding and tied head (learned "
-        "positions where the preset has RoPE; PyTorch's own initialisation)"
-        + ("; float32 uses TF32 matrix products, bfloat16 = autocast" if gpu else ""),
-        "last loss: of the last timed step (same seed and batches in every row; the peer "
-        "starts from other initial weights)",
-        f"memory: {results['memory_kind']}",
+        tr(
+            "teaching = explicit attention with weights kept + LayerNorm formula; "
+            "fast = one fused Q/K/V product + F.scaled_dot_product_attention(is_causal) + fused "
+            "layer_norm; peer = the same shape from nn.TransformerEncoderLayer(norm_first=True, "
+            "batch_first=True) with a causal mask, the same embedding and tied head (learned "
+            "positions where the preset has RoPE; PyTorch's own initialisation)"
+        )
+        + (tr("; float32 uses TF32 matrix products, bfloat16 = autocast") if gpu else ""),
+        tr(
+            "last loss: of the last timed step (same seed and batches in every row; the peer "
+            "starts from other initial weights)"
+        ),
+        tr("memory: {kind}").format(kind=translated(results["memory_kind"])),
         mfu_line(results),
     ]
 
@@ -114,7 +161,11 @@ def ratio_lines(rows: list[dict]) -> list[str]:
         if not parts:
             continue
         mode = "compile" if compiled else "eager"
-        lines.append(f"speed ratios ({dtype}, {mode}): " + "; ".join(parts))
+        lines.append(
+            tr("speed ratios ({dtype}, {mode}): {ratios}").format(
+                dtype=dtype, mode=mode, ratios=tr("; ").join(parts)
+            )
+        )
     return lines
 
 
@@ -128,14 +179,20 @@ def mfu_line(results: dict) -> str:
             f"flops_per_token {results['flops_per_token']:,} is not 6N + 12LTd = {flops:,}; "
             "re-run make bench to rewrite the result file"
         )
-    peak = results["peak_flops"]
-    return (
-        f"MFU = tokens/s x FLOPs/token / peak; FLOPs/token = 6N + 12·L·T·d = 6 x {n:,} + "
-        f"12 x {layers} x {block} x {width} = {flops:,} (N = non-embedding parameters: all "
-        "but the tied token table and any learned position table) / peak "
-        + (
-            f"{peak / 1e12:,.0f} TFLOP/s ({results['peak_flops_source']} bf16 dense)"
-            if peak
-            else f"({results['peak_flops_source']})"
-        )
+    peak, source = results["peak_flops"], translated(results["peak_flops_source"])
+    if peak:
+        peak_text = tr("peak {tflops:,.0f} TFLOP/s ({source} bf16 dense)")
+    else:
+        peak_text = tr("peak ({source})")
+    return tr(
+        "MFU = tokens/s x FLOPs/token / peak; FLOPs/token = 6N + 12·L·T·d = 6 x {n:,} + "
+        "12 x {layers} x {block} x {width} = {flops:,} (N = non-embedding parameters: all "
+        "but the tied token table and any learned position table) / {peak}"
+    ).format(
+        n=n,
+        layers=layers,
+        block=block,
+        width=width,
+        flops=flops,
+        peak=peak_text.format(tflops=(peak or 0) / 1e12, source=source),
     )

@@ -24,6 +24,8 @@ import platform
 
 import torch
 
+from course_utils.lab.language import N_, tr, translated
+
 UNKNOWN = "unknown"
 CONDITION_KEYS = (
     "cpu_model",
@@ -120,14 +122,30 @@ def _busy(conditions: dict) -> bool | None:
     return load > cpus
 
 
+def _shown(value) -> str:
+    """A condition as the learner reads it: ``"unknown"`` in the current language."""
+    return tr("unknown") if value == UNKNOWN else str(value)
+
+
 def _describe(conditions: dict, tokens_per_s: float) -> str:
-    threads = conditions["threads"]
     load = conditions["load_mean"]
-    load_text = UNKNOWN if load == UNKNOWN else f"{load:.1f}"
-    return (
-        f"{tokens_per_s:,.0f} tokens/s with {threads} thread(s) on {conditions['cpu_model']} "
-        f"({conditions['usable_cpus']} usable CPUs, 1-minute load average {load_text})"
+    return tr(
+        "{tokens_per_s:,.0f} tokens/s with {threads} thread(s) on {cpu_model} "
+        "({usable_cpus} usable CPUs, 1-minute load average {load})"
+    ).format(
+        tokens_per_s=tokens_per_s,
+        threads=_shown(conditions["threads"]),
+        cpu_model=_shown(conditions["cpu_model"]),
+        usable_cpus=_shown(conditions["usable_cpus"]),
+        load=_shown(load) if load == UNKNOWN else f"{load:.1f}",
     )
+
+
+#: Why two runs' speeds differ, when a recorded condition differs (shown translated).
+_DIFFERENT = (
+    ("cpu_model", N_("they ran on different CPUs")),
+    ("threads", N_("they used different thread counts")),
+)
 
 
 def explain_timing_gap(
@@ -142,43 +160,69 @@ def explain_timing_gap(
         live_tokens_per_s: the live run's tokens per second.
 
     Returns:
-        Two or three sentences: both speeds and conditions, their ratio, and which recorded
-        condition explains a gap (or that none does, or that the record does not say).
+        Two or three sentences, in the language ``course_utils`` speaks
+        (:mod:`course_utils.lab.language`): both speeds and conditions, their ratio, and which
+        recorded condition explains a gap (or that none does, or that the record does not say).
     """
     ratio = live_tokens_per_s / record_tokens_per_s
-    text = (
-        f"The record trained at {_describe(record_conditions, record_tokens_per_s)}; this run "
-        f"at {_describe(live, live_tokens_per_s)}: {ratio:.2f}x the record's speed."
+    text = tr(
+        "The record trained at {record}; this run at {live}: {ratio:.2f}x the record's speed."
+    ).format(
+        record=_describe(record_conditions, record_tokens_per_s),
+        live=_describe(live, live_tokens_per_s),
+        ratio=ratio,
     )
     if 1 / SAME_SPEED <= ratio <= SAME_SPEED:
-        return text + f" Within {SAME_SPEED}x of each other: no gap to explain."
-    reasons = []
-    for key, reason in (
-        ("cpu_model", "they ran on different CPUs"),
-        ("threads", "they used different thread counts"),
-    ):
-        known = UNKNOWN not in (record_conditions[key], live[key])
-        if known and record_conditions[key] != live[key]:
-            reasons.append(reason)
-    for name, conditions, slower in (
-        ("the record", record_conditions, ratio > 1),
-        ("this run", live, ratio < 1),
-    ):
-        if slower and _busy(conditions):
-            reasons.append(
-                f"{name}'s machine was oversubscribed (load up to {conditions['load_max']:.1f} "
-                f"on {conditions['usable_cpus']} usable CPUs), so its steps waited for a core"
-            )
+        return text + tr(" Within {factor}x of each other: no gap to explain.").format(
+            factor=SAME_SPEED
+        )
+    reasons = _reasons(record_conditions, live, ratio)
     if reasons:
-        return text + " The recorded conditions explain it: " + "; ".join(reasons) + "."
+        return text + tr(" The recorded conditions explain it: {reasons}.").format(
+            reasons=tr("; ").join(reasons)
+        )
     if UNKNOWN in (record_conditions["load_max"], record_conditions["threads"]):
-        return text + (
+        return text + tr(
             " The record does not say under which load it ran (it predates the conditions "
             "fields), so nothing here explains the gap; `make rerecord` on an idle machine "
             "writes a record that does."
         )
-    return text + (
+    return text + tr(
         " Nothing in the recorded conditions explains it (same CPU model and threads, no "
         "oversubscription): look for what they do not capture (turbo clocks, memory "
         "bandwidth, load between two samples)."
     )
+
+
+def _reasons(record_conditions: dict, live: dict, ratio: float) -> list[str]:
+    """The recorded conditions that explain a speed ``ratio`` (live / record), as clauses in
+    the current language: a different CPU or thread count, a slower run's busy machine."""
+    reasons = []
+    for key, reason in _DIFFERENT:
+        known = UNKNOWN not in (record_conditions[key], live[key])
+        if known and record_conditions[key] != live[key]:
+            reasons.append(translated(reason))
+    busy = (
+        (
+            tr(
+                "the record's machine was oversubscribed (load up to {load:.1f} on {cpus} "
+                "usable CPUs), so its steps waited for a core"
+            ),
+            record_conditions,
+            ratio > 1,
+        ),
+        (
+            tr(
+                "this run's machine was oversubscribed (load up to {load:.1f} on {cpus} "
+                "usable CPUs), so its steps waited for a core"
+            ),
+            live,
+            ratio < 1,
+        ),
+    )
+    for reason, conditions, slower in busy:
+        if slower and _busy(conditions):
+            reasons.append(
+                reason.format(load=conditions["load_max"], cpus=conditions["usable_cpus"])
+            )
+    return reasons

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 import statistics
 
+from course_utils.lab.language import N_, tr, translated
+
 #: How many pooled seed standard deviations the live run may differ from its record by.
 MARGIN_SIGMAS = 3
 
@@ -135,7 +137,8 @@ def t4_estimate_text(records: list[dict]) -> str:
     """ESTIMATE, with its arithmetic, of what a free T4 (Colab) takes for each GPU record's
     training: its FLOPs (:func:`t4_estimate_minutes`) over the T4's float16 peak times the MFU
     of the float16 + gradient-scaler record made on the same GPU (the T4's precision; the
-    record's own MFU when no such record exists). Empty when no GPU record is given.
+    record's own MFU when no such record exists). Empty when no GPU record is given. In the
+    language ``course_utils`` speaks (:mod:`course_utils.lab.language`).
     """
     lines = []
     gpu = [r for r in records if r["device"]["type"] == "cuda"]
@@ -147,16 +150,36 @@ def t4_estimate_text(records: list[dict]) -> str:
         tokens = train["batch_size"] * model["block_size"]
         flops = run["timing"]["flops_per_token"]
         minutes = t4_estimate_minutes(run, mfu=mfu)
-        source = (f"its float16 run on the {run['device']['name']}" if partner
-                  else f"the {run['precision']} run itself")  # fmt: skip
+        if partner:
+            source = tr("its float16 run on the {gpu}").format(gpu=run["device"]["name"])
+        else:
+            source = tr("the {precision} run itself").format(precision=run["precision"])
         lines.append(
-            f"ESTIMATE, not a measurement: the {run['config_name']!r} preset on a T4 takes about "
-            f"{minutes:.0f} min = ({train['max_iters']} steps x {tokens:,} tokens x "
-            f"{flops / 1e6:.1f} MFLOP/token, + evaluations at a third of that per token) / "
-            f"(T4 float16 peak {T4_PEAK_FLOPS['fp16'] / 1e12:.0f} TFLOP/s x MFU "
-            f"{100 * mfu:.1f} % of {source}); it assumes a T4 is used as well as that GPU was."
+            tr(
+                "ESTIMATE, not a measurement: the {preset!r} preset on a T4 takes about "
+                "{minutes:.0f} min = ({steps} steps x {tokens:,} tokens x "
+                "{mflops:.1f} MFLOP/token, + evaluations at a third of that per token) / "
+                "(T4 float16 peak {peak:.0f} TFLOP/s x MFU "
+                "{mfu:.1f} % of {source}); it assumes a T4 is used as well as that GPU was."
+            ).format(
+                preset=run["config_name"],
+                minutes=minutes,
+                steps=train["max_iters"],
+                tokens=tokens,
+                mflops=flops / 1e6,
+                peak=T4_PEAK_FLOPS["fp16"] / 1e12,
+                mfu=100 * mfu,
+                source=source,
+            )
         )
     return "\n".join(lines)
+
+
+#: The y label of :func:`plot_run_beside` for the units the course uses (shown translated).
+_Y_LABELS = {
+    "token": N_("cross-entropy (nats per token)"),
+    "character": N_("cross-entropy (nats per character)"),
+}
 
 
 def plot_run_beside(
@@ -187,26 +210,33 @@ def plot_run_beside(
     steps = [e["step"] for e in run["evaluations"]]
     left = axes[0][0]
     validation = dict(markersize=9, markerfacecolor="none", linestyle="--")
-    left.plot(steps, [e["train_loss"] for e in run["evaluations"]], "o-", label="train")
+    left.plot(steps, [e["train_loss"] for e in run["evaluations"]], "o-", label=tr("train"))
     left.plot(steps, [e["val_loss"] for e in run["evaluations"]], "s", **validation,
-              label="validation")  # fmt: skip
+              label=tr("validation"))  # fmt: skip
     left.set_title(
-        f"recorded: {run['config_name']!r} on {run['device']['name']} ({run['precision']})"
+        tr("recorded: {preset!r} on {device} ({precision})").format(
+            preset=run["config_name"], device=run["device"]["name"], precision=run["precision"]
+        )
     )
     if history is not None:
         right = axes[0][1]
         batch_steps = range(1, len(history.batch_loss) + 1)
-        right.plot(batch_steps, history.batch_loss, color="0.75", linewidth=0.8, label="batch")
-        right.plot(history.step, history.train_loss, "o-", label="train")
-        right.plot(history.step, history.val_loss, "s", **validation, label="validation")
-        right.set_title("live: this machine")
+        right.plot(batch_steps, history.batch_loss, color="0.75", linewidth=0.8,
+                   label=tr("batch"))  # fmt: skip
+        right.plot(history.step, history.train_loss, "o-", label=tr("train"))
+        right.plot(history.step, history.val_loss, "s", **validation, label=tr("validation"))
+        right.set_title(tr("live: this machine"))
     for ax in axes[0]:
         if bar is not None:
-            ax.axhline(bar, color="crimson", linestyle="--", linewidth=1, label=f"bar {bar:.3f}")
-        ax.set_xlabel("optimizer step")
+            ax.axhline(bar, color="crimson", linestyle="--", linewidth=1,
+                       label=tr("bar {bar:.3f}").format(bar=bar))  # fmt: skip
+        ax.set_xlabel(tr("optimizer step"))
         ax.grid(alpha=0.3)
         ax.legend()
-    left.set_ylabel(f"cross-entropy (nats per {unit})")
-    fig.suptitle(title or "Recorded run beside the live run")
+    y_label = _Y_LABELS.get(unit)
+    left.set_ylabel(
+        translated(y_label) if y_label else tr("cross-entropy (nats per {unit})").format(unit=unit)
+    )
+    fig.suptitle(title or tr("Recorded run beside the live run"))
     fig.tight_layout()
     return fig
