@@ -5,6 +5,7 @@ Usage::
 
     python scripts/scale_experiment.py            # writes assets/ladder/scale.json
     python scripts/scale_experiment.py --seeds 0 1 2 --d-k 512 --out PATH
+    python scripts/scale_experiment.py --steps 150 --out assets/ladder/scale-150-steps.json
 
 The model is notebook 09's rung at one head of width ``d_k`` (= d_model): token embedding x
 sqrt(d_model) + the sinusoidal table, x + attention(LayerNorm(x)), a final LayerNorm, logits.
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from course_utils.exercises import solution_model as S  # noqa: E402
-from course_utils.lab.ladder import LADDER_DIR, ladder_data  # noqa: E402
+from course_utils.lab.ladder import LADDER, LADDER_DIR, ladder_data  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
 from ladder_seeds import check_seed_args, over_seeds, seed_parser  # noqa: E402
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--d-k must be at least 2, got {args.d_k}")
     torch.set_num_threads(1)
     data = ladder_data()
-    results = {"d_k": args.d_k, "seeds": args.seeds}
+    results = {"d_k": args.d_k, "steps": args.steps or LADDER.steps, "seeds": args.seeds}
     for name, scale in (("scaled", True), ("unscaled", False)):
         results[name] = over_seeds(
             name,

@@ -299,6 +299,18 @@ def test_the_scale_experiment_finds_no_slowdown_at_the_ladders_budget():
     assert f"d_k = {record['d_k']}" in text and "training does not notice" in text
     assert f"With the scale the validation loss ends at {mean_s:.3f}" in text
     assert f"without it at {mean_u:.3f}" in text and f"({spread_s:.3f} and {spread_u:.3f})" in text
+    assert record["steps"] == ladder.LADDER.steps
+    spreads = []
+    for steps in (150, 300):  # shorter budgets: behind by about the seeds' spread
+        short = json.loads((ladder.LADDER_DIR / f"scale-{steps}-steps.json").read_text("utf-8"))
+        assert short["steps"] == steps and short["d_k"] == record["d_k"]
+        (mean_s, spread_s), (mean_u, spread_u) = map(
+            _mean_and_spread, (short["scaled"], short["unscaled"])
+        )
+        spreads.append(max(spread_s, spread_u))
+        assert 0.5 * spreads[-1] < mean_u - mean_s < 1.5 * spreads[-1], (steps, mean_u - mean_s)
+        assert f"{steps} steps" in text and f"{mean_u:.3f} against {mean_s:.3f}" in text
+    assert f"({spreads[0]:.3f} and {spreads[1]:.3f})" in text
 
 
 @pytest.mark.tooling

@@ -202,9 +202,10 @@ def _check_logits(logits: object, x: torch.Tensor, vocab_size: int) -> None:
 
 
 def recorded_rungs() -> dict[str, dict]:
-    """Every committed rung, ``{key: {"label", "val_loss", ...}}``, in key order."""
+    """Every committed rung, ``{key: {"label", "val_loss", ...}}``, in key order (the files
+    ``NN-name.json``; the experiments' records beside them are not rungs)."""
     rungs = {}
-    for path in sorted(LADDER_DIR.glob("*.json")):
+    for path in sorted(LADDER_DIR.glob("[0-9][0-9]-*.json")):
         rungs[path.stem] = json.loads(path.read_text(encoding="utf-8"))
     return rungs
 
