@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import polib
 import pytest
+import torch
 from script_loader import load_script
 
 from course_utils.exercises.core import compare, expect_error, run_check
@@ -42,7 +44,7 @@ def test_the_chinese_edition_prints_the_checkers_verdicts_in_chinese(speak, caps
     assert not run_check("split_heads", _not_done)
     assert run_check("split_heads", lambda: None)
     assert capsys.readouterr().out == "❌ split_heads：尚未实现\n✅ split_heads：正确\n"
-    problem = compare([1.0], __import__("torch").zeros(2), name="weights")
+    problem = compare([1.0], torch.zeros(2), name="weights")
     assert problem == "weights 应是 torch.Tensor，实际是 list"
     with expect_error(ValueError):
         raise ValueError("d_model=7 is odd")  # the error itself stays English
@@ -61,7 +63,7 @@ def test_setup_sets_the_language_and_a_started_process_inherits_it(speak, monkey
     monkeypatch.setattr(bootstrap, "local_setup", lambda: [])
     bootstrap.setup(language="zh")
     assert language.current_language() == "zh"
-    assert __import__("os").environ[language.ENV] == "zh"
+    assert os.environ[language.ENV] == "zh"
 
 
 def test_every_message_of_the_package_has_chinese_with_the_english_fields():

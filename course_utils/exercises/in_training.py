@@ -40,7 +40,14 @@ from course_utils.exercises.runner import (
     changed_in_place,
     copies,
 )
-from course_utils.exercises.watch import Event, Watch, rewrite_in_place, storage_of, traceback_line
+from course_utils.exercises.watch import (
+    Event,
+    Watch,
+    in_place_remedy,
+    rewrite_in_place,
+    storage_of,
+    traceback_line,
+)
 from course_utils.lab.language import tr
 
 __all__ = ["Prepared", "Runner", "changed_in_place", "device_problem", "training_problem"]
@@ -144,16 +151,9 @@ def _in_place_problem(prepared: Prepared, watch: Watch) -> str | None:
         return tr("it changes the caller's {name} in place; leave the input as it is").format(
             name=name
         )
-    fix = rewrite_in_place(event.line)
-    if fix:
-        return tr(
-            "it changes the caller's {name} in place ({event}); write `{fix}` instead, which "
-            "makes a new tensor"
-        ).format(name=name, event=event, fix=fix)
-    return tr(
-        "it changes the caller's {name} in place ({event}); copy it first "
-        "({name} = {name}.clone()) or build a new tensor"
-    ).format(name=name, event=event)
+    return tr("it changes the caller's {name} in place ({event}); {remedy}").format(
+        name=name, event=event, remedy=in_place_remedy(event, name)
+    )
 
 
 def _backward_problem(error: BaseException, watch: Watch) -> str:

@@ -20,7 +20,7 @@ from course_utils.exercises.cases import (
     _try,
 )
 from course_utils.exercises.difference import difference
-from course_utils.exercises.watch import Watch, rewrite_in_place, storage_of, traceback_line
+from course_utils.exercises.watch import Watch, in_place_remedy, storage_of, traceback_line
 from course_utils.lab.language import tr, translated
 
 
@@ -52,16 +52,9 @@ def _in_place(answer, case: Case, index: int, names, options) -> str:
             "{where}: the caller's {kind} is not the same afterwards; leave it as it is and "
             "build a new one"
         ).format(where=where, kind=type(value).__name__)
-    fix = rewrite_in_place(event.line)
-    if fix:
-        return tr(
-            "{where} ({event}): the caller's tensor changes; write `{fix}` instead, which makes a "
-            "new tensor"
-        ).format(where=where, event=event, fix=fix)
-    return tr(
-        "{where} ({event}): the caller's tensor changes; copy it first ({name} = {name}.clone()) "
-        "or build a new tensor"
-    ).format(where=where, event=event, name=name)
+    return tr("{where} ({event}): the caller's tensor changes; {remedy}").format(
+        where=where, event=event, remedy=in_place_remedy(event, name)
+    )
 
 
 def _named_elsewhere(answer, reference, mistakes, names, options, raised: str) -> str:

@@ -33,7 +33,14 @@ from torch.overrides import TorchFunctionMode
 
 from course_utils.lab.language import tr
 
-__all__ = ["Event", "Watch", "learner_line", "rewrite_in_place", "traceback_line"]
+__all__ = [
+    "Event",
+    "Watch",
+    "in_place_remedy",
+    "learner_line",
+    "rewrite_in_place",
+    "traceback_line",
+]
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
@@ -131,6 +138,16 @@ def rewrite_in_place(line: str | None) -> str | None:
         bare = match.start() == 0 and not re.match(r"^[\w.]+\s*=", code)
         return f"{match['object']} = {fixed}" if bare else fixed
     return None
+
+
+def in_place_remedy(event: Event, name: str) -> str:
+    """What to do instead of ``event``, an in-place change of the caller's tensor ``name``, as
+    one clause in the current language: the out-of-place line (:func:`rewrite_in_place`) where
+    one is known, else copy it first."""
+    fix = rewrite_in_place(event.line)
+    if fix:
+        return tr("write `{fix}` instead, which makes a new tensor").format(fix=fix)
+    return tr("copy it first ({name} = {name}.clone()) or build a new tensor").format(name=name)
 
 
 def _without_comment(code: str) -> str:

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from course_utils.lab.cache_dirs import configure_matplotlib_cache
-from course_utils.lab.language import N_, tr, translated  # standard library only
+from course_utils.lab.language import N_, set_language, tr, translated  # standard library only
 
 # Imported by the notebooks; find_spec only looks them up (nothing is imported).
 REQUIRED_MODULES = ("torch", "numpy", "matplotlib", "tiktoken", "jieba", "tqdm")
@@ -205,8 +205,6 @@ def setup(language: str = "en") -> None:
         ValueError: ``language`` is not one of the course's languages (before any work).
         SetupError: in Colab, from :func:`colab_setup`.
     """
-    from course_utils.lab.language import set_language  # standard library only
-
     set_language(language)
     if in_colab():
         colab_setup()
