@@ -14,14 +14,13 @@ import torch.nn.functional as F
 from checker_verdict import assert_named, assert_unfinished_reported, catalogue_params, verdict
 
 from course_utils.exercises import check_forward_cached
-from course_utils.exercises.nb13_kv_cache import (
-    FORWARD_CACHED_MISTAKES,
+from course_utils.exercises.nb13_cache_reference import forward_cached_reference, forward_variant
+from course_utils.exercises.nb13_cached_loop import (
     GENERATE_CACHED_MISTAKES,
-    _forward,
     check_generate_cached,
-    forward_cached_reference,
     generate_cached_reference,
 )
+from course_utils.exercises.nb13_kv_cache import FORWARD_CACHED_MISTAKES
 from course_utils.exercises.solution_model import attention, merge_heads, split_heads
 
 CATALOGUES = [(check_forward_cached, FORWARD_CACHED_MISTAKES)]
@@ -113,17 +112,23 @@ def recomputing(model, ids, cache):
     """Keeps the tokens (on the model) and runs the whole context again at every step."""
     context = ids if cache is None else torch.cat([model.tokens_so_far, ids], dim=1)
     model.tokens_so_far = context
-    logits, full = _forward(model, context, None)
+    logits, full = forward_variant(model, context, None)
     return logits[:, -ids.shape[1] :], full
 
 
 @pytest.mark.parametrize(
     ("wrong", "said"),
     [
-        (lambda m, i, c: _forward(m, i, c, dim=1), "the cache grows on the time axis"),
-        (lambda m, i, c: _forward(m, i, c, dim=-1), "the cache grows on the time axis"),
-        (lambda m, i, c: _forward(m, i, c, order="only-new"), "only the new tokens were kept"),
-        (lambda m, i, c: _forward(m, i, c, order="only-old"), "the cache came back unchanged"),
+        (lambda m, i, c: forward_variant(m, i, c, dim=1), "the cache grows on the time axis"),
+        (lambda m, i, c: forward_variant(m, i, c, dim=-1), "the cache grows on the time axis"),
+        (
+            lambda m, i, c: forward_variant(m, i, c, order="only-new"),
+            "only the new tokens were kept",
+        ),
+        (
+            lambda m, i, c: forward_variant(m, i, c, order="only-old"),
+            "the cache came back unchanged",
+        ),
         (recomputing, "recomputes the keys of past tokens"),
         (lambda m, i, c: m(i)[0], "must return (logits, cache)"),
         (lambda m, i, c: (m(i)[0], None), "one (k, v) per block"),

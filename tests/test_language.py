@@ -126,3 +126,44 @@ def test_each_editions_setup_cell_names_its_language(edition, said):
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         setup = next(c for c in cells if c["cell_type"] == "code")
         assert f"setup(language={said})" in "".join(setup["source"]), path.name
+
+
+def test_a_chinese_value_meets_chinese_text_without_the_space_a_latin_one_keeps(speak):
+    from course_utils.exercises.difference import difference
+
+    speak("zh")
+    shape = difference(torch.zeros(3), torch.zeros(2), name=language.N_("the result"))
+    assert shape == "结果的形状是 (3,)，应为 (2)"  # the catalogue's "{name} 的形状…"
+    assert difference(torch.zeros(3), torch.zeros(2), name="x") == "x 的形状是 (3,)，应为 (2)"
+    listed = difference([1.0, 2.0], torch.zeros(2), name="x")
+    assert listed.endswith("实际是含 2 个元素的 list（请用 torch.stack 或 torch.tensor）")
+
+
+@pytest.mark.parametrize(
+    "template, args, kwargs, chinese",
+    [
+        ("{a} 的 {b} 了", (), {"a": "甲", "b": "乙"}, "甲的乙了"),
+        ("{a} 的 {b} 了", (), {"a": "x", "b": "y"}, "x 的 y 了"),  # Latin values keep it
+        ("{} 和 {}", ("甲", "b"), {}, "甲和 b"),
+        ("{0} 和 {0}，", ("甲",), {}, "甲和甲，"),
+        ("在 {where} 处", (), {"where": "索引 (1, 0)"}, "在索引 (1, 0) 处"),
+        ("{a!r} 的", (), {"a": "甲"}, "'甲' 的"),  # a quote is not Chinese
+        ("{a:>3} 的", (), {"a": "甲"}, "  甲的"),
+        ("{a:<{w}} 的", (), {"a": "甲", "w": 3}, "甲   的"),  # the padding stays
+        ("{{x}} 的 {a}", (), {"a": "甲"}, "{x} 的甲"),  # an escaped brace is text
+        ("{a}{{ 的", (), {"a": "甲"}, "甲{ 的"),
+        ("{a}  的", (), {"a": "甲"}, "甲  的"),  # two spaces are the translator's choice
+        ("{a[0]} 的 {b.real}", (), {"a": ["甲"], "b": 2}, "甲的 2"),
+        ("第 {n} 行", (), {"n": 3}, "第 3 行"),
+    ],
+)
+def test_a_chinese_message_formats_as_str_format_less_the_space_between_chinese(
+    template, args, kwargs, chinese
+):
+    message = language.ChineseMessage(template)
+    assert message.format(*args, **kwargs) == chinese
+    # the only difference from str.format: single spaces left out
+    english = template.format(*args, **kwargs)
+    assert len(english) - len(chinese) == english.count(" ") - chinese.count(" ")
+    with pytest.raises((KeyError, IndexError)):
+        language.ChineseMessage("{missing} 的 {0}").format()

@@ -190,7 +190,7 @@ def _shape_difference(answer: torch.Tensor, expected: torch.Tensor, name, names)
 
 def _tensor_difference(answer, expected: torch.Tensor, name, axes, tolerance) -> str | None:
     if not isinstance(answer, torch.Tensor):
-        fix = "torch.stack or torch.tensor" if isinstance(answer, (list, tuple)) else "torch"
+        fix = tr("torch.stack or torch.tensor") if isinstance(answer, (list, tuple)) else "torch"
         if type(answer).__module__ == "numpy":
             fix = "torch.from_numpy"
         return tr("{name} should be a torch.Tensor, got {kind} (use {fix})").format(

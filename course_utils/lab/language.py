@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gettext
 import os
+import string
 from functools import cache
 from pathlib import Path
 
@@ -89,4 +90,57 @@ def translated(message: str) -> str:
     current language (the English where the catalogue has no translation)."""
     if _current == "en" or not message:  # gettext("") is the catalogue's header
         return message
-    return _catalogue(_current).gettext(message)
+    return ChineseMessage(_catalogue(_current).gettext(message))
+
+
+def _is_cjk(char: str) -> bool:
+    """Whether ``char`` is a Chinese character or a full-width (CJK) punctuation mark."""
+    return (
+        "\u4e00" <= char <= "\u9fff"  # CJK unified ideographs
+        or "\u3400" <= char <= "\u4dbf"  # their extension A
+        or "\u3000" <= char <= "\u303f"  # CJK punctuation: 、。「」
+        or "\uff00" <= char <= "\uffef"  # full-width forms: ，：（）
+    )
+
+
+def _chinese_on_both_sides(left: str, right: str) -> bool:
+    return bool(left and right) and _is_cjk(left[-1]) and _is_cjk(right[0])
+
+
+class ChineseMessage(str):
+    """A Chinese message whose :meth:`format` leaves out the space beside a field whose value
+    is itself Chinese.
+
+    A catalogue's translation writes a space between a field and Chinese text, as Chinese
+    typesetting does between Latin and Chinese (``"{name} 的形状"`` → ``"x 的形状"``). When the
+    value is Chinese too (``name="结果"``), that space would split the words (``"结果 的形状"``);
+    here it goes (``"结果的形状"``). Only a single space at a field's edge with Chinese on both
+    sides is left out: the translation's text and the values are never changed. (A field inside
+    a format spec is named or numbered: ``"{x:{w}}"``, not ``"{:{}}"``.)
+    """
+
+    __slots__ = ()
+
+    def format(self, *args: object, **kwargs: object) -> str:
+        formatter = string.Formatter()
+        out: list[str] = []
+        value = ""  # the field just written; "" after a literal
+        auto = 0
+        for literal, field, spec, conversion in formatter.parse(self):
+            if literal:
+                if literal.startswith(" ") and _chinese_on_both_sides(value, literal[1:]):
+                    literal = literal[1:]  # "{name} 的" with a Chinese name
+                out.append(literal)
+                value = ""
+            if field is None:  # the end, or an escaped brace ("{{")
+                continue
+            if field == "":  # "{}": the next positional argument
+                field, auto = str(auto), auto + 1
+            obj, _ = formatter.get_field(field, args, kwargs)
+            spec = formatter.vformat(spec, args, kwargs) if "{" in spec else spec
+            value = formatter.format_field(formatter.convert_field(obj, conversion), spec)
+            before = out[-1] if literal else ""
+            if before.endswith(" ") and _chinese_on_both_sides(before[:-1], value):
+                out[-1] = before[:-1]  # "的 {name}" with a Chinese name
+            out.append(value)
+        return "".join(out)
