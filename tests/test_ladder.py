@@ -200,6 +200,20 @@ def test_the_ladder_falls_from_the_table_to_the_full_run():
     assert rungs["11-blocks"]["val_loss"] < rungs["00-bigram"]["val_loss"] - 0.2
 
 
+def test_notebook_02s_rung_is_as_low_as_counting_the_pairs_and_00s_table_is_still_learning():
+    # Notebook 02 says its model is about as low as any bigram can go, and 00's table is still
+    # learning: the maximum-likelihood bigram (pair counts, lightly smoothed) on the same split.
+    data = ladder.ladder_data()
+    counts = torch.full((data.vocab_size, data.vocab_size), 0.1, dtype=torch.float64)
+    pairs = (data.train[:-1], data.train[1:])
+    counts.index_put_(pairs, torch.ones(len(data.train) - 1, dtype=torch.float64), accumulate=True)
+    probability = counts / counts.sum(dim=1, keepdim=True)  # (V, V): row = this character
+    counted = -probability[data.val[:-1], data.val[1:]].log().mean().item()
+    rungs = ladder.recorded_rungs()
+    assert abs(rungs["02-embedding"]["val_loss"] - counted) < 0.01, counted
+    assert rungs["00-bigram"]["val_loss"] > counted + 0.1, counted
+
+
 def test_make_test_holds_a_rung_to_its_committed_value(monkeypatch):
     """With COURSE_CHECK_LADDER=1 (make test) a rung more than RUNG_TOLERANCE from its
     committed value fails, naming the rung and the fix; learners (no variable) never fail."""
