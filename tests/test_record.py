@@ -245,5 +245,5 @@ def test_t4_estimate_text_uses_the_float16_record_of_the_same_gpu(recorded):
     other["device"]["name"] = "Tesla T4"  # another GPU's float16 run: not this one's partner
     alone = report.t4_estimate_text([bf16, other])
     assert f"about {report.t4_estimate_minutes(bf16):.0f} min" in alone
-    assert "bf16 run itself" in alone
+    assert "bf16 run itself on the NVIDIA H100 80GB HBM3)" in alone  # which GPU's run
     assert report.t4_estimate_text([record]) == ""  # a CPU record: nothing to estimate

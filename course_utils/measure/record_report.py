@@ -153,7 +153,9 @@ def t4_estimate_text(records: list[dict]) -> str:
         if partner:
             source = tr("its float16 run on the {gpu}").format(gpu=run["device"]["name"])
         else:
-            source = tr("the {precision} run itself").format(precision=run["precision"])
+            source = tr("the {precision} run itself on the {gpu}").format(
+                precision=run["precision"], gpu=run["device"]["name"]
+            )
         lines.append(
             tr(
                 "ESTIMATE, not a measurement: the {preset!r} preset on a T4 takes about "
