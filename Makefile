@@ -177,9 +177,11 @@ work:
 		[ -e "$$copy" ] || { cp "$$notebook" "$$copy" && echo "made $$copy, your copy of $$notebook"; }; \
 	done
 
+# A kernel gets 5 minutes to start (nbval's default, 60 s, was once too short on a busy 2-core
+# machine while the other worker trained).
 STRICT_NBVAL = rm -rf .my_model_scratch && $(EXEC_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest --nbval \
 	--nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=1200 \
-	-p no:cacheprovider
+	--nbval-kernel-startup-timeout=300 -p no:cacheprovider
 
 test: setup
 	$(if $(TESTS),OMP_NUM_THREADS=1 $(BYTECODE_ENV) $(OFFLINE_ENV) "$(PY)" -m pytest $(XDIST_TESTS) $(if $(and $(MARKS),$(filter tests tests/,$(TESTS))),-m "$(MARKS)") $(TESTS))
