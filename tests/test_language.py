@@ -167,3 +167,9 @@ def test_a_chinese_message_formats_as_str_format_less_the_space_between_chinese(
     assert len(english) - len(chinese) == english.count(" ") - chinese.count(" ")
     with pytest.raises((KeyError, IndexError)):
         language.ChineseMessage("{missing} 的 {0}").format()
+
+
+def test_a_chinese_character_takes_two_columns_when_a_table_is_padded():
+    assert language.display_width("结果 x") == 6  # 2 + 2 + the space + x
+    assert language.padded("结果", 6) == "结果  " and language.padded("x", 3, right=True) == "  x"
+    assert language.padded("形状是", 4) == "形状是"  # already wider: unchanged, never cut

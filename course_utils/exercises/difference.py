@@ -49,7 +49,7 @@ def difference(
     (``"B h T_q T_k"``), or, for a tuple, gives one name per item (``("output", "weights")``).
     """
     tolerance = tolerance or Tolerance()
-    name = translated(name) if name else name
+    name = translated(name)
     if answer is None and expected is not None:
         return tr(
             "{name} is None: the function returns nothing (is the return statement missing?)"

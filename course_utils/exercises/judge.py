@@ -194,7 +194,7 @@ def _verdict(answer, reference, mistakes, names, options: _Options) -> str | Non
             return _named_elsewhere(answer, reference, mistakes, names, options, raised)
         if isinstance(got, Problem):
             return tr("on {case}, {problem}").format(
-                case=case.describe(names), problem=translated(got) if got else got
+                case=case.describe(names), problem=translated(got)
             )
         if changed:
             return _in_place(answer, case, changed[0], names, options)

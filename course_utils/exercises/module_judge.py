@@ -289,4 +289,4 @@ def _build_problem(part: type, reference: type, args: tuple, structure) -> str |
         return None
     module.load_state_dict(expected)
     problem = structure(module.eval())
-    return translated(problem) if problem else problem
+    return translated(problem)

@@ -24,12 +24,6 @@ from course_utils.exercises.watch import Watch, in_place_remedy, storage_of, tra
 from course_utils.lab.language import tr, translated
 
 
-def _shown(text: str) -> str:
-    """A text the checker gave (a mistake, a hint: maybe marked with ``N_``), in the current
-    language."""
-    return translated(text) if text else text
-
-
 def _in_place(answer, case: Case, index: int, names, options) -> str:
     """The learner's function changed argument ``index`` of ``case``: said, with the line
     (run again under a :class:`.watch.Watch`) and the line to write instead."""
@@ -81,7 +75,8 @@ def _learner_error(error: BaseException, where: str, errors, answer=None) -> str
         said = tr("your function raised {kind}: {error} (on {where})").format(**fields)
     for kind, pattern, hint in errors:
         if isinstance(error, kind) and re.search(pattern, str(error)):
-            return tr("{said}: {hint}").format(said=said, hint=_shown(hint)) + _globals_read(answer)
+            said = tr("{said}: {hint}").format(said=said, hint=translated(hint))
+            break
     return said + _globals_read(answer)
 
 
@@ -102,7 +97,7 @@ def _named(got, expected, case: Case, mistakes, reference, names, options) -> st
     others = _others(case, reference, options) if fits else []
     for message, wrong in fits:
         if all(_holds(o, c, wrong, options) for c, o, _ in others):
-            return tr("looks like {mistake}").format(mistake=_shown(message))
+            return tr("looks like {mistake}").format(mistake=translated(message))
     ignored = _ignored_argument(got, expected, case, reference, names, options)
     if ignored is not None or not fits:
         return ignored
@@ -112,7 +107,9 @@ def _named(got, expected, case: Case, mistakes, reference, names, options) -> st
         "looks like {mistake} (on {case}); on {other} it differs from that mistake too, so "
         "something else is wrong as well"
     ).format(
-        mistake=_shown(message), case=case.describe(names), other=wrong_elsewhere.describe(names)
+        mistake=translated(message),
+        case=case.describe(names),
+        other=wrong_elsewhere.describe(names),
     )
 
 
@@ -191,7 +188,7 @@ def _unnamed(problem: str, case: Case, passed: list[Case], names, options) -> st
         text = tr("on {case}, {problem}").format(case=case.describe(names), problem=problem)
     text += _globals_read(options.answer)
     if options.hint:
-        return tr("{verdict}; {hint}").format(verdict=text, hint=_shown(options.hint))
+        return tr("{verdict}; {hint}").format(verdict=text, hint=translated(options.hint))
     return text
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import gettext
 import os
 import string
+import unicodedata
 from functools import cache
 from pathlib import Path
 
@@ -87,10 +88,24 @@ def N_(message: str) -> str:  # noqa: N802 (gettext's name for it)
 
 def translated(message: str) -> str:
     """``message``, a text marked with :func:`N_` or a :func:`tr` literal's English, in the
-    current language (the English where the catalogue has no translation)."""
+    current language (the English where the catalogue has no translation); an empty message
+    or None comes back as it is."""
     if _current == "en" or not message:  # gettext("") is the catalogue's header
         return message
     return ChineseMessage(_catalogue(_current).gettext(message))
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a monospace font or a terminal: a wide (East Asian Wide or
+    Fullwidth, e.g. Chinese) character takes two, as ``f"{text:<n}"`` does not know."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def padded(text: str, width: int, right: bool = False) -> str:
+    """``text`` padded with spaces to ``width`` columns (:func:`display_width`), on the left
+    when ``right`` (a right-aligned cell); unchanged when it is already as wide."""
+    pad = " " * max(0, width - display_width(text))
+    return pad + text if right else text + pad
 
 
 def _is_cjk(char: str) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numbers
-import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,7 +10,7 @@ import torch
 from torch import nn
 
 from course_utils.checks import check_instance, check_int
-from course_utils.lab.language import tr
+from course_utils.lab.language import display_width, padded, tr
 
 
 @dataclass
@@ -104,18 +103,10 @@ def format_shape_table(records: list[ShapeRecord], axis_names: dict[str, int] | 
 
     rows = [(tr("module"), tr("type"), tr("input shape"), tr("output shape"))]
     rows += [(r.name, r.kind, show(r.input_shape), show(r.output_shape)) for r in records]
-    widths = [max(_width(row[i]) for row in rows) for i in range(4)]
-    lines = [
-        "  ".join(cell + " " * (width - _width(cell)) for cell, width in zip(row, widths)).rstrip()
-        for row in rows
-    ]
+    widths = [max(display_width(row[i]) for row in rows) for i in range(4)]
+    lines = ["  ".join(map(padded, row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
-
-
-def _width(text: str) -> int:
-    """Columns ``text`` takes in a monospace font: a wide (Chinese) character takes two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def named_shape(value: torch.Tensor | tuple[int, ...], axes: str) -> str:

@@ -2,21 +2,7 @@
 
 from __future__ import annotations
 
-import unicodedata
-
-from course_utils.lab.language import tr, translated
-
-
-def _width(text: str) -> int:
-    """Columns ``text`` takes in a terminal: a wide (e.g. Chinese) character takes two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def _cell(text: str, width: int, right: bool = False) -> str:
-    """``text`` padded to ``width`` columns (as ``f"{text:<width}"``, wide characters
-    counted as two), on the right of the cell when ``right``."""
-    pad = " " * max(0, width - _width(text))
-    return pad + text if right else text + pad
+from course_utils.lab.language import display_width, padded, tr, translated
 
 
 def _mebibytes(value: int | None) -> str:
@@ -35,12 +21,12 @@ def benchmark_table(results: dict) -> str:
     """
     gpu = results["device"].startswith("cuda")
     header = (
-        f"{_cell(tr('path'), 9)} {_cell(tr('dtype'), 9)} {_cell(tr('mode'), 8)} "
-        f"{_cell(tr('tokens/s'), 10, True)} {_cell(tr('ms/step'), 8, True)} "
-        f"{_cell(tr('vs row 1'), 8, True)}  {_cell(tr('peak memory'), 20, True)}  "
-        f"{_cell('MFU', 7, True)}  {_cell(tr('last loss'), 9, True)}"
+        f"{padded(tr('path'), 9)} {padded(tr('dtype'), 9)} {padded(tr('mode'), 8)} "
+        f"{padded(tr('tokens/s'), 10, True)} {padded(tr('ms/step'), 8, True)} "
+        f"{padded(tr('vs row 1'), 8, True)}  {padded(tr('peak memory'), 20, True)}  "
+        f"{padded('MFU', 7, True)}  {padded(tr('last loss'), 9, True)}"
     )
-    lines = [*_setup_lines(results), "", header, "-" * _width(header)]
+    lines = [*_setup_lines(results), "", header, "-" * display_width(header)]
     # Speeds are relative to the first row that was measured.
     first = next((r["tokens_per_second"] for r in results["rows"] if r["tokens_per_second"]), None)
     lines += [_row_line(row, first, gpu) for row in results["rows"]]
@@ -109,7 +95,7 @@ def _row_line(row: dict, first: float | None, gpu: bool) -> str:
         mfu = tr("unknown") if gpu else "n/a"
     return (
         f"{label} {row['tokens_per_second']:>10,.0f} {row['ms_per_step']:>8.1f} "
-        f"{row['tokens_per_second'] / first:>7.2f}x  {memory:>20}  {_cell(mfu, 7, True)}  "
+        f"{row['tokens_per_second'] / first:>7.2f}x  {memory:>20}  {padded(mfu, 7, True)}  "
         f"{row['final_loss']:>9.4f}"
     )
 
